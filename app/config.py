@@ -1,0 +1,59 @@
+"""Settings, read from ``LEASEQ_*`` environment variables; every default is named once here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+DEFAULT_LEASE_TTL_S = 300.0
+MAX_TTL_S = 3600.0
+MAX_LEASE_BATCH = 100
+MAX_ITEM_BATCH = 100
+MAX_PUSH_BATCH = 1000
+MAX_WAIT_S = 30.0
+DEFAULT_MAX_ATTEMPTS = 5
+
+
+def default_data_dir() -> Path:
+    """Where the embedded PostgreSQL keeps its data when ``LEASEQ_DATA_DIR`` is unset."""
+    return Path(platformdirs.user_data_dir("leaseq")) / "pgdata"
+
+
+class Settings(BaseSettings):
+    """Everything leaseq can be told from outside, with its default."""
+
+    model_config = SettingsConfigDict(env_prefix="LEASEQ_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None, description="PostgreSQL URL; unset means an embedded PostgreSQL in data_dir."
+    )
+    listen_database_url: str | None = Field(
+        default=None, description="A direct connection for LISTEN when database_url goes through a pooler."
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0, le=MAX_TTL_S)
+    api_tokens: str = Field(default="", description="Comma-separated bearer tokens; empty means no auth.")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    workers: int = Field(default=1, ge=1)
+    ledger: bool = Field(default=True, description="Write lead_events rows; off trades the audit log for speed.")
+    sweep_interval_s: float = Field(default=5.0, gt=0)
+    pool_size: int = Field(default=10, ge=1)
+    pool_timeout_s: float = Field(default=5.0, gt=0)
+    statement_timeout_ms: int = Field(default=10_000, ge=0)
+    connect_timeout_s: int = Field(default=5, ge=1)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+    @field_validator("database_url", "listen_database_url")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def token_list(self) -> list[str]:
+        """The configured API tokens, blanks dropped."""
+        return [t.strip() for t in self.api_tokens.split(",") if t.strip()]

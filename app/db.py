@@ -1,0 +1,145 @@
+"""The schema (Table definitions Alembic compares against) and engine construction.
+
+Knows nothing of HTTP. The SQL the queue runs lives in ``app.sql``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from app.config import SESSION_PATTERN, Settings
+
+STATUSES = ("queued", "leased", "done", "failed", "cached")
+TERMINAL_STATUSES = ("done", "failed", "cached")
+EVENTS = ("pushed", "leased", "released", "completed", "expired", "cancelled", "retried")
+
+# Storage parameters for the leads table, which churns: every lead is updated
+# three or more times. Free space in each page lets PostgreSQL keep updated
+# versions on the same page; autovacuum runs after 1% of the rows died instead
+# of 20%, so dead tuples never pile up in front of the lease query.
+LEADS_STORAGE = {
+    "fillfactor": "70",
+    "autovacuum_vacuum_scale_factor": "0.01",
+    "autovacuum_vacuum_threshold": "1000",
+    "autovacuum_analyze_scale_factor": "0.02",
+    "autovacuum_vacuum_cost_delay": "1",
+}
+
+metadata = MetaData()
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+leads = Table(
+    "leads",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("session", Text, nullable=False),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("key", Text, nullable=True),
+    Column("depth", Integer, nullable=False, server_default=text("0")),
+    Column("parent_id", BigInteger, nullable=True),
+    Column("status", Text, nullable=False, server_default=text("'queued'")),
+    Column("owner", Text, nullable=True),
+    Column("lease_token", Text, nullable=True),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False, server_default=text("5")),
+    Column("available_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    Column("result", JSONB, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
+    CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
+    CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
+    CheckConstraint("max_attempts >= 1", name="leads_max_attempts_positive"),
+    CheckConstraint("depth >= 0", name="leads_depth_nonnegative"),
+    CheckConstraint("jsonb_typeof(payload) = 'object'", name="leads_payload_object"),
+    # A leased lead always has a token and an expiry; no other status has either.
+    CheckConstraint(
+        "(status = 'leased') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)",
+        name="leads_lease_complete",
+    ),
+    Index("leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")),
+    # The lease query's index: equality on session, then its ORDER BY.
+    Index(
+        "leads_queued",
+        "session",
+        text("priority DESC"),
+        "id",
+        postgresql_where=text("status = 'queued'"),
+    ),
+    # The sweeper's index: expired leases, across sessions or in one.
+    Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
+    Index("leads_session_status", "session", "status"),
+)
+
+lead_events = Table(
+    "lead_events",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("lead_id", BigInteger, nullable=False),
+    Column("session", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("owner", Text, nullable=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(_in("event", EVENTS), name="lead_events_event_valid"),
+    Index("lead_events_session_lead", "session", "lead_id", "id"),
+    Index("lead_events_lead", "lead_id"),
+)
+
+
+def sqlalchemy_url(url: str) -> URL:
+    """The URL with the psycopg 3 driver, whatever scheme the user wrote."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def libpq_url(url: str) -> str:
+    """The URL as libpq (psql, psycopg.connect) reads it."""
+    return sqlalchemy_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def create_engine(settings: Settings, url: str, *, pool_size: int | None = None) -> AsyncEngine:
+    """An autocommit engine: each queue statement is its own transaction, one round trip.
+
+    Operations that need several statements open an explicit transaction with
+    ``conn.begin()``. Every statement is bounded by ``statement_timeout`` and
+    every connection attempt by ``connect_timeout``, so an outage fails fast.
+    """
+    options = f"-c statement_timeout={settings.statement_timeout_ms}"
+    size = pool_size or settings.pool_size
+    return create_async_engine(
+        sqlalchemy_url(url),
+        isolation_level="AUTOCOMMIT",
+        pool_size=size,
+        max_overflow=0,
+        pool_timeout=settings.pool_timeout_s,
+        pool_pre_ping=False,
+        pool_recycle=1800,
+        connect_args={"options": options, "connect_timeout": settings.connect_timeout_s},
+    )

@@ -1,0 +1,129 @@
+"""The values the queue hands out: plain frozen dataclasses, no behaviour, no HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Status = Literal["queued", "leased", "done", "failed", "cached"]
+FinalStatus = Literal["done", "failed", "cached"]
+JSON = Any
+
+
+@dataclass(frozen=True, slots=True)
+class NewLead:
+    """A lead to push. Only ``payload`` is required."""
+
+    payload: dict[str, JSON]
+    priority: int = 0
+    key: str | None = None
+    depth: int = 0
+    parent_id: int | None = None
+    max_attempts: int | None = None
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Lead:
+    """A lead as stored. ``owner`` is the worker that holds or last held it; the token is never shown."""
+
+    id: int
+    session: str
+    priority: int
+    payload: dict[str, JSON]
+    key: str | None
+    depth: int
+    parent_id: int | None
+    status: Status
+    owner: str | None
+    attempts: int
+    max_attempts: int
+    available_at: datetime
+    lease_expires_at: datetime | None
+    result: JSON
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's claim on one lead; ``attempt`` is a fencing number that only grows."""
+
+    lead: Lead
+    token: str
+    attempt: int
+    owner: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    """Ids in input order; a duplicate key's existing id stands in its place."""
+
+    ids: list[int]
+    created: int
+    duplicates: int
+
+
+@dataclass(frozen=True, slots=True)
+class RenewItem:
+    lead_id: int
+    token: str
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteItem:
+    lead_id: int
+    token: str
+    status: FinalStatus = "done"
+    result: JSON = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """One answer of a batch: ok, or the code of why not."""
+
+    lead_id: int
+    ok: bool
+    expires_at: datetime | None = None
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    requeued: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Leads by status; pending = queued + leased."""
+
+    queued: int = 0
+    leased: int = 0
+    done: int = 0
+    failed: int = 0
+    cached: int = 0
+
+    @property
+    def pending(self) -> int:
+        return self.queued + self.leased
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.queued + other.queued,
+            self.leased + other.leased,
+            self.done + other.done,
+            self.failed + other.failed,
+            self.cached + other.cached,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AllCounts:
+    sessions: dict[str, Counts] = field(default_factory=dict)
+    total: Counts = field(default_factory=Counts)

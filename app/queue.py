@@ -1,0 +1,362 @@
+"""The domain: push, lease, renew, complete, release, sweep, cancel, retry, stats.
+
+State machine of a lead::
+
+    push ──▶ queued ──lease_next──▶ leased ──complete──▶ done | failed | cached
+               ▲  ▲                  │  │
+               │  └────release───────┘  │ (lease expired) sweep:
+               │  └────sweep────────────┤   queued while attempts < max_attempts,
+               │                        └─▶ failed once attempts reached it
+               └──retry (operator)── failed
+    cancel (operator): queued | leased ──▶ failed, error "cancelled"
+
+A lease is valid iff status is ``leased``, the token matches and the database
+clock is before ``lease_expires_at``; every guarded statement checks that in
+its WHERE clause (see ``app.sql``). Each method is one statement (push with
+duplicate keys: one short transaction), so one round trip.
+
+Every method takes ``now``: an instant that replaces the database clock for
+that statement, so tests move time without sleeping. Production passes None.
+
+Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app import sql, validation
+from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS
+from app.errors import Conflict, LeaseLost, NotFound, Unavailable
+from app.model import (
+    AllCounts,
+    CompleteItem,
+    Counts,
+    ItemResult,
+    Lead,
+    Lease,
+    NewLead,
+    PushResult,
+    RenewItem,
+    SweepResult,
+)
+
+SWEEP_BATCH = 1000
+
+
+def new_token() -> str:
+    """An unguessable lease token (192 random bits)."""
+    return secrets.token_urlsafe(24)
+
+
+def _lead(row: Mapping[str, Any]) -> Lead:
+    return Lead(**{name: row[name] for name in Lead.__slots__})  # type: ignore[attr-defined]
+
+
+class Queue:
+    """The lease queue over one PostgreSQL database."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        ledger: bool = True,
+        default_ttl_s: float = DEFAULT_LEASE_TTL_S,
+        default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> None:
+        self.engine = engine
+        self.ledger = ledger
+        self.default_ttl_s = default_ttl_s
+        self.default_max_attempts = default_max_attempts
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection; an outage or an exhausted pool becomes Unavailable."""
+        try:
+            async with self.engine.connect() as conn:
+                yield conn
+        except sa_exc.TimeoutError as exc:
+            raise Unavailable("no database connection free; try again shortly") from exc
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            raise Unavailable(f"database unavailable: {type(exc.orig).__name__}") from exc
+
+    async def _rows(self, stmt: Any, params: dict[str, Any]) -> list[Mapping[str, Any]]:
+        async with self._connect() as conn:
+            result = await conn.execute(stmt, params)
+            return [row._mapping for row in result]
+
+    # -- producers ---------------------------------------------------------
+
+    async def push(
+        self, session: str, leads: Sequence[NewLead], *, now: datetime | None = None
+    ) -> PushResult:
+        """Queue up to 1,000 leads; a key already in the session is not pushed again.
+
+        Raises InvalidInput (nothing written) for a bad session or lead.
+        """
+        validation.session(session)
+        validation.push_batch(leads)
+        to_insert: list[int] = []  # input positions; the first lead of each key only
+        first_of_key: set[str] = set()
+        payloads: list[str] = []
+        for i, lead in enumerate(leads):
+            payloads.append(self._check_new_lead(i, lead))
+            if lead.key is None or lead.key not in first_of_key:
+                to_insert.append(i)
+                if lead.key is not None:
+                    first_of_key.add(lead.key)
+        inserting = set(to_insert)
+        rows = [leads[i] for i in to_insert]
+        params = {
+            "session": session,
+            "now": now,
+            "priorities": [lead.priority for lead in rows],
+            "payloads": [payloads[i] for i in to_insert],
+            "keys": [lead.key for lead in rows],
+            "depths": [lead.depth for lead in rows],
+            "parent_ids": [lead.parent_id for lead in rows],
+            "max_attempts": [lead.max_attempts or self.default_max_attempts for lead in rows],
+            "delays": [float(lead.delay_s) for lead in rows],
+        }
+        async with self._connect() as conn, conn.begin():
+            inserted = (await conn.execute(sql.push(self.ledger), params)).all()
+            new_keys = {row.key for row in inserted if row.key is not None}
+            id_by_key = {row.key: row.id for row in inserted if row.key is not None}
+            if missing := sorted(first_of_key - new_keys):
+                found = await conn.execute(sql.existing_keys(), {"session": session, "keys": missing})
+                id_by_key.update({row.key: row.id for row in found})
+        # Inserted rows got ascending ids in input order (INSERT … SELECT … ORDER BY ord).
+        fresh = iter(row.id for row in inserted)
+        ids: list[int] = []
+        for i, lead in enumerate(leads):
+            is_new = i in inserting and (lead.key is None or lead.key in new_keys)
+            if is_new:
+                ids.append(next(fresh))
+            elif lead.key in id_by_key:
+                ids.append(id_by_key[lead.key])
+            else:  # the older lead was pruned between our insert and our read
+                raise Conflict(f"leads[{i}].key: the lead with this key vanished; push again")
+        return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
+
+    def _check_new_lead(self, i: int, lead: NewLead) -> str:
+        """Validate one lead to push; returns its payload as JSON text."""
+        field = f"leads[{i}]"
+        validation.integer(f"{field}.priority", lead.priority, low=-(2**31), high=2**31 - 1)
+        validation.text(f"{field}.key", lead.key, max_chars=validation.MAX_KEY_CHARS, optional=True)
+        validation.integer(f"{field}.depth", lead.depth, low=0, high=validation.INT32_MAX)
+        if lead.parent_id is not None:
+            validation.lead_id(lead.parent_id, f"{field}.parent_id")
+        if lead.max_attempts is not None:
+            validation.integer(f"{field}.max_attempts", lead.max_attempts, low=1, high=10_000)
+        validation.delay(lead.delay_s, f"{field}.delay_s")
+        return validation.payload(lead.payload, f"{field}.payload")
+
+    # -- workers -----------------------------------------------------------
+
+    async def lease_next(
+        self,
+        session: str,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Lease up to ``max`` available leads, highest priority then oldest; [] when none."""
+        validation.session(session)
+        validation.owner(owner)
+        validation.lease_max(max)
+        ttl = validation.ttl(self.default_ttl_s if ttl_s is None else ttl_s)
+        params = {
+            "session": session,
+            "owner": owner,
+            "max": max,
+            "ttl_s": ttl,
+            "now": now,
+            "tokens": [new_token() for _ in range(max)],
+        }
+        rows = await self._rows(sql.lease_next(self.ledger), params)
+        return [
+            Lease(
+                lead=_lead(row),
+                token=row["lease_token"],
+                attempt=row["attempts"],
+                owner=row["owner"],
+                expires_at=row["lease_expires_at"],
+            )
+            for row in rows
+        ]
+
+    async def renew(
+        self, lead_id: int, token: str, ttl_s: float | None = None, *, now: datetime | None = None
+    ) -> datetime:
+        """Extend a valid lease to now + ttl; returns the new expiry. Raises LeaseLost."""
+        [answer] = await self.renew_many([RenewItem(lead_id, token, ttl_s)], now=now)
+        if not answer.ok or answer.expires_at is None:
+            raise LeaseLost()
+        return answer.expires_at
+
+    async def renew_many(
+        self, items: Sequence[RenewItem], *, now: datetime | None = None
+    ) -> list[ItemResult]:
+        """Renew up to 100 leases in one statement; one answer per item, in order."""
+        validation.item_batch(items)
+        ttls = []
+        for item in items:
+            validation.lead_id(item.lead_id)
+            validation.token(item.token)
+            ttls.append(validation.ttl(self.default_ttl_s if item.ttl_s is None else item.ttl_s))
+        params = {
+            "ids": [item.lead_id for item in items],
+            "tokens": [item.token for item in items],
+            "ttls": ttls,
+            "now": now,
+        }
+        rows = await self._rows(sql.renew_many(), params)
+        renewed = {(row["id"], row["token"]): row["lease_expires_at"] for row in rows}
+        return [
+            ItemResult(item.lead_id, True, expires_at=renewed[(item.lead_id, item.token)])
+            if (item.lead_id, item.token) in renewed
+            else ItemResult(item.lead_id, False, code=LeaseLost.code)
+            for item in items
+        ]
+
+    async def complete(
+        self,
+        lead_id: int,
+        token: str,
+        status: str = "done",
+        result: Any = None,
+        error: str | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> Lead:
+        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
+        item = CompleteItem(lead_id, token, status, result, error)  # type: ignore[arg-type]
+        leads = await self._complete(([item]), now)
+        if not leads:
+            raise LeaseLost()
+        return next(iter(leads.values()))
+
+    async def complete_many(
+        self, items: Sequence[CompleteItem], *, now: datetime | None = None
+    ) -> list[ItemResult]:
+        """Complete up to 100 leases in one statement; one answer per item, in order."""
+        validation.item_batch(items)
+        completed = await self._complete(items, now)
+        return [
+            ItemResult(item.lead_id, True)
+            if (item.lead_id, item.token) in completed
+            else ItemResult(item.lead_id, False, code=LeaseLost.code)
+            for item in items
+        ]
+
+    async def _complete(
+        self, items: Sequence[CompleteItem], now: datetime | None
+    ) -> dict[tuple[int, str], Lead]:
+        for item in items:
+            validation.lead_id(item.lead_id)
+            validation.token(item.token)
+            validation.final_status(item.status)
+            validation.text("error", item.error, max_chars=validation.MAX_ERROR_CHARS, optional=True)
+        params = {
+            "ids": [item.lead_id for item in items],
+            "tokens": [item.token for item in items],
+            "statuses": [item.status for item in items],
+            "results": [
+                None if item.result is None else validation.json_text("result", item.result)
+                for item in items
+            ],
+            "errors": [item.error for item in items],
+            "now": now,
+        }
+        rows = await self._rows(sql.complete_many(self.ledger), params)
+        return {(row["id"], row["matched_token"]): _lead(row) for row in rows}
+
+    async def release(
+        self, lead_id: int, token: str, delay_s: float = 0.0, *, now: datetime | None = None
+    ) -> Lead:
+        """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost."""
+        validation.lead_id(lead_id)
+        validation.token(token)
+        delay = validation.delay(delay_s)
+        params = {"lead_id": lead_id, "token": token, "delay_s": delay, "now": now}
+        rows = await self._rows(sql.release(self.ledger), params)
+        if not rows:
+            raise LeaseLost()
+        return _lead(rows[0])
+
+    # -- maintenance -------------------------------------------------------
+
+    async def sweep(self, session: str, *, now: datetime | None = None) -> SweepResult:
+        """Requeue the expired leases of one session (failed at max_attempts); other sessions untouched."""
+        validation.session(session)
+        return await self._sweep(sql.sweep(self.ledger, scoped=True), {"session": session}, now)
+
+    async def sweep_all(self, *, now: datetime | None = None) -> SweepResult:
+        """Requeue expired leases in every session: boot recovery and the background sweeper."""
+        return await self._sweep(sql.sweep(self.ledger, scoped=False), {}, now)
+
+    async def _sweep(self, stmt: Any, params: dict[str, Any], now: datetime | None) -> SweepResult:
+        """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
+        requeued = failed = 0
+        while True:
+            [row] = await self._rows(stmt, {**params, "now": now, "limit": SWEEP_BATCH})
+            requeued += row["requeued"]
+            failed += row["failed"]
+            if row["requeued"] + row["failed"] < SWEEP_BATCH:
+                return SweepResult(requeued=requeued, failed=failed)
+
+    async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
+        """Fail a queued or leased lead with error "cancelled". Raises NotFound, or Conflict if terminal."""
+        return await self._operator(sql.cancel(self.ledger), lead_id, now, "cancel", "terminal")
+
+    async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
+        """Queue a failed lead again (dead-letter replay). Raises NotFound, or Conflict if not failed."""
+        return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
+
+    async def _operator(
+        self, stmt: Any, lead_id: int, now: datetime | None, verb: str, why: str
+    ) -> Lead:
+        validation.lead_id(lead_id)
+        rows = await self._rows(stmt, {"lead_id": lead_id, "now": now})
+        if rows:
+            return _lead(rows[0])
+        current = await self.get(lead_id)  # only on the refusal path: which refusal?
+        raise Conflict(f"cannot {verb} lead {lead_id}: it is {current.status} ({why})")
+
+    # -- reading -----------------------------------------------------------
+
+    async def get(self, lead_id: int) -> Lead:
+        """One lead by id. Raises NotFound."""
+        validation.lead_id(lead_id)
+        rows = await self._rows(sql.get(), {"lead_id": lead_id})
+        if not rows:
+            raise NotFound(f"no lead {lead_id}")
+        return _lead(rows[0])
+
+    async def stats(self, session: str) -> Counts:
+        """Lead counts by status in one session (all zero for an unknown session)."""
+        validation.session(session)
+        rows = await self._rows(sql.stats(), {"session": session})
+        return Counts(**{row["status"]: row["n"] for row in rows})
+
+    async def stats_all(self) -> AllCounts:
+        """Lead counts per session, and their total."""
+        by_session: dict[str, dict[str, int]] = {}
+        for row in await self._rows(sql.stats_all(), {}):
+            by_session.setdefault(row["session"], {})[row["status"]] = row["n"]
+        sessions = {name: Counts(**counts) for name, counts in sorted(by_session.items())}
+        return AllCounts(sessions=sessions, total=sum(sessions.values(), Counts()))
+
+    async def db_now(self) -> datetime:
+        """The database clock (tests build injected instants from it)."""
+        [row] = await self._rows(sql.db_now(), {})
+        return row["now"]  # type: ignore[no-any-return]

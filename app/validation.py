@@ -1,0 +1,115 @@
+"""Checks on input to the queue. Each failure raises InvalidInput naming the field; nothing is written."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from app.config import MAX_ITEM_BATCH, MAX_LEASE_BATCH, MAX_PUSH_BATCH, MAX_TTL_S, SESSION_PATTERN
+from app.errors import InvalidInput
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+MAX_KEY_CHARS = 512
+MAX_OWNER_CHARS = 200
+MAX_ERROR_CHARS = 65_536
+MAX_DELAY_S = 366 * 24 * 3600.0
+FINAL_STATUSES = ("done", "failed", "cached")
+
+_session_re = re.compile(SESSION_PATTERN)
+
+
+def session(value: Any) -> str:
+    if not isinstance(value, str) or not _session_re.fullmatch(value):
+        raise InvalidInput("session", f"must match {SESSION_PATTERN}")
+    return value
+
+
+def integer(field: str, value: Any, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(field, f"must be an integer from {low} to {high}")
+    return value
+
+
+def seconds(field: str, value: Any, *, low: float, high: float, low_inclusive: bool = True) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value >= low if low_inclusive else value > low) and value <= high
+    if not ok:
+        bound = "≥" if low_inclusive else ">"
+        raise InvalidInput(field, f"must be a number of seconds {bound} {low:g} and ≤ {high:g}")
+    return float(value)
+
+
+def ttl(value: Any) -> float:
+    return seconds("ttl_s", value, low=0, high=MAX_TTL_S, low_inclusive=False)
+
+
+def delay(value: Any, field: str = "delay_s") -> float:
+    return seconds(field, value, low=0, high=MAX_DELAY_S)
+
+
+def lease_max(value: Any) -> int:
+    return integer("max", value, low=1, high=MAX_LEASE_BATCH)
+
+
+def lead_id(value: Any, field: str = "lead_id") -> int:
+    return integer(field, value, low=1, high=INT64_MAX)
+
+
+def text(field: str, value: Any, *, max_chars: int, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or "\x00" in value:
+        raise InvalidInput(field, f"must be a string of 1 to {max_chars} characters without NUL")
+    return value
+
+
+def owner(value: Any) -> str:
+    result = text("owner", value, max_chars=MAX_OWNER_CHARS)
+    assert result is not None
+    return result
+
+
+def token(value: Any) -> str:
+    result = text("token", value, max_chars=200)
+    assert result is not None
+    return result
+
+
+def final_status(value: Any) -> str:
+    if value not in FINAL_STATUSES:
+        raise InvalidInput("status", f"must be one of {', '.join(FINAL_STATUSES)}")
+    return str(value)
+
+
+def json_text(field: str, value: Any) -> str:
+    """The value as JSON text PostgreSQL's jsonb accepts (no NaN, no NUL)."""
+    try:
+        encoded = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(field, f"must be JSON ({exc})") from None
+    if "\\u0000" in encoded:
+        raise InvalidInput(field, "must not contain the NUL character")
+    return encoded
+
+
+def payload(value: Any, field: str = "payload") -> str:
+    if not isinstance(value, dict):
+        raise InvalidInput(field, "must be a JSON object")
+    return json_text(field, value)
+
+
+def batch(field: str, items: Any, *, high: int) -> None:
+    if not isinstance(items, list | tuple) or not 1 <= len(items) <= high:
+        raise InvalidInput(field, f"must hold 1 to {high} items")
+
+
+def push_batch(items: Any) -> None:
+    batch("leads", items, high=MAX_PUSH_BATCH)
+
+
+def item_batch(items: Any) -> None:
+    batch("items", items, high=MAX_ITEM_BATCH)

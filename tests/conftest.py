@@ -1,0 +1,102 @@
+"""Test databases: a migrated template built once per run, a fresh copy for each test.
+
+PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``, ``LEASEQ_DATABASE_URL``,
+a testcontainers PostgreSQL when ``LEASEQ_TEST_DOCKER=1``, else an embedded
+PostgreSQL started here in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app import migrate
+from app.config import Settings
+from app.db import create_engine, libpq_url
+from app.queue import Queue
+
+
+def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(libpq_url(url), autocommit=True)
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server, another database."""
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A URL of a PostgreSQL server the tests may create databases on."""
+    url = os.environ.get("LEASEQ_TEST_DATABASE_URL") or os.environ.get("LEASEQ_DATABASE_URL")
+    if url:
+        yield url
+    elif os.environ.get("LEASEQ_TEST_DOCKER") == "1":
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver="psycopg") as container:
+            yield container.get_connection_url()
+    else:
+        from app import embedded
+
+        data_dir = Path(tmp_path_factory.mktemp("pgdata"))
+        yield embedded.start(data_dir)
+        embedded.stop(data_dir)
+
+
+@pytest.fixture(scope="session")
+def template_db(server_url: str) -> Iterator[str]:
+    """A migrated database, built once per run, that each test copies."""
+    name = f"leaseq_tpl_{uuid.uuid4().hex[:12]}"
+    with _admin(server_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    migrate.upgrade(with_database(server_url, name))
+    yield name
+    with _admin(server_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(server_url: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for one test, dropped afterwards."""
+    name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
+    with _admin(server_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield with_database(server_url, name)
+    with _admin(server_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_database_url(server_url: str) -> Iterator[str]:
+    """A fresh database with no schema at all (migration tests)."""
+    name = f"leaseq_e_{uuid.uuid4().hex[:12]}"
+    with _admin(server_url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield with_database(server_url, name)
+    with _admin(server_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(statement_timeout_ms=30_000, pool_size=24)
+
+
+@pytest.fixture
+async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(settings, database_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def queue(engine: AsyncEngine) -> Queue:
+    return Queue(engine)
