@@ -32,21 +32,32 @@ class Settings(BaseSettings):
         default=None, description="PostgreSQL URL; unset means an embedded PostgreSQL in data_dir."
     )
     listen_database_url: str | None = Field(
-        default=None, description="A direct connection for LISTEN when database_url goes through a pooler."
+        default=None,
+        description="A direct connection for LISTEN when database_url goes through a pooler.",
     )
     data_dir: Path = Field(default_factory=default_data_dir)
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0, le=MAX_TTL_S)
-    api_tokens: str = Field(default="", description="Comma-separated bearer tokens; empty means no auth.")
+    api_tokens: str = Field(
+        default="", description="Comma-separated bearer tokens; empty means no auth."
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     workers: int = Field(default=1, ge=1)
-    ledger: bool = Field(default=True, description="Write lead_events rows; off trades the audit log for speed.")
+    ledger: bool = Field(
+        default=True, description="Write lead_events rows; off trades the audit log for speed."
+    )
     sweep_interval_s: float = Field(default=5.0, gt=0)
     pool_size: int = Field(default=10, ge=1)
     pool_timeout_s: float = Field(default=5.0, gt=0)
     statement_timeout_ms: int = Field(default=10_000, ge=0)
     connect_timeout_s: int = Field(default=5, ge=1)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_waiters: int = Field(
+        default=1000, ge=0, description="Long-poll lease requests held at once per process."
+    )
+    poll_interval_s: float = Field(
+        default=1.5, gt=0, description="A waiting lease re-tries this often even without NOTIFY."
+    )
 
     @field_validator("database_url", "listen_database_url")
     @classmethod

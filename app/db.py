@@ -79,7 +79,9 @@ leads = Table(
         "(status = 'leased') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)",
         name="leads_lease_complete",
     ),
-    Index("leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")),
+    Index(
+        "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
+    ),
     # The lease query's index: equality on session, then its ORDER BY.
     Index(
         "leads_queued",
@@ -127,9 +129,11 @@ def libpq_url(url: str) -> str:
 def create_engine(settings: Settings, url: str, *, pool_size: int | None = None) -> AsyncEngine:
     """An autocommit engine: each queue statement is its own transaction, one round trip.
 
-    Operations that need several statements open an explicit transaction with
-    ``conn.begin()``. Every statement is bounded by ``statement_timeout`` and
-    every connection attempt by ``connect_timeout``, so an outage fails fast.
+    Here ``conn.begin()`` sends no BEGIN (the connection stays in autocommit):
+    statements that must be atomic together belong in one statement, or on a
+    connection given another ``isolation_level``. Every statement is bounded by
+    ``statement_timeout`` and every connection attempt by ``connect_timeout``,
+    so an outage fails fast.
     """
     options = f"-c statement_timeout={settings.statement_timeout_ms}"
     size = pool_size or settings.pool_size

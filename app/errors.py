@@ -17,7 +17,7 @@ class LeaseqError(Exception):
 
 
 class LeaseLost(LeaseqError):
-    """The lease is no longer valid: expired, swept, re-leased, completed, cancelled or wrong token."""
+    """The lease is no longer valid: expired, swept, re-leased, completed, cancelled or wrong token."""  # noqa: E501 (the docstring is the message)
 
     code = "lease_lost"
 

@@ -1,4 +1,7 @@
-"""Schema migrations: Alembic, driven from code (``leaseq db upgrade``, tests, ``serve --migrate``)."""
+"""Schema migrations: Alembic, driven from code.
+
+Used by ``leaseq db upgrade``, ``leaseq serve --migrate`` and the tests.
+"""
 
 from __future__ import annotations
 

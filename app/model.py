@@ -26,7 +26,10 @@ class NewLead:
 
 @dataclass(frozen=True, slots=True)
 class Lead:
-    """A lead as stored. ``owner`` is the worker that holds or last held it; the token is never shown."""
+    """A lead as stored; its lease token is never shown.
+
+    ``owner`` is the worker that holds it, or held it last.
+    """
 
     id: int
     session: str

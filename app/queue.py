@@ -12,8 +12,8 @@ State machine of a lead::
 
 A lease is valid iff status is ``leased``, the token matches and the database
 clock is before ``lease_expires_at``; every guarded statement checks that in
-its WHERE clause (see ``app.sql``). Each method is one statement (push with
-duplicate keys: one short transaction), so one round trip.
+its WHERE clause (see ``app.sql``). Each method is one statement, so one round
+trip (a push whose keys already exist reads their ids with a second one).
 
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
@@ -23,11 +23,11 @@ Knows nothing of HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -49,6 +49,7 @@ from app.model import (
 )
 
 SWEEP_BATCH = 1000
+T = TypeVar("T")
 
 
 def new_token() -> str:
@@ -56,8 +57,14 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    """Retrieve the error of a task whose caller stopped waiting, so asyncio does not log it."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _lead(row: Mapping[str, Any]) -> Lead:
-    return Lead(**{name: row[name] for name in Lead.__slots__})  # type: ignore[attr-defined]
+    return Lead(**{name: row[name] for name in Lead.__slots__})
 
 
 class Queue:
@@ -76,21 +83,37 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
 
-    @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[AsyncConnection]:
-        """A pooled connection; an outage or an exhausted pool becomes Unavailable."""
+    async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``work`` on a pooled connection, shielded from the caller's cancellation.
+
+        A caller cancelled mid-statement (a client that hung up, a shutdown) must
+        not strand a connection outside the pool: the statement runs to its end in
+        a task of its own and the connection goes back; only the caller stops
+        waiting. An outage or an exhausted pool becomes Unavailable.
+        """
+        task = asyncio.ensure_future(self._on_connection(work))
+        task.add_done_callback(_consume_exception)
+        return await asyncio.shield(task)
+
+    async def _on_connection(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         try:
             async with self.engine.connect() as conn:
-                yield conn
+                return await work(conn)
         except sa_exc.TimeoutError as exc:
             raise Unavailable("no database connection free; try again shortly") from exc
         except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
             raise Unavailable(f"database unavailable: {type(exc.orig).__name__}") from exc
+        except sa_exc.DBAPIError as exc:
+            if not exc.connection_invalidated:  # a lost connection, whatever its error class
+                raise
+            raise Unavailable(f"database unavailable: {type(exc.orig).__name__}") from exc
 
     async def _rows(self, stmt: Any, params: dict[str, Any]) -> list[Mapping[str, Any]]:
-        async with self._connect() as conn:
+        async def fetch(conn: AsyncConnection) -> list[Mapping[str, Any]]:
             result = await conn.execute(stmt, params)
-            return [row._mapping for row in result]
+            return [cast(Mapping[str, Any], row._mapping) for row in result]
+
+        return await self._run(fetch)
 
     # -- producers ---------------------------------------------------------
 
@@ -125,14 +148,20 @@ class Queue:
             "max_attempts": [lead.max_attempts or self.default_max_attempts for lead in rows],
             "delays": [float(lead.delay_s) for lead in rows],
         }
-        async with self._connect() as conn, conn.begin():
+
+        async def insert(conn: AsyncConnection) -> tuple[list[Any], dict[str, int]]:
             inserted = (await conn.execute(sql.push(self.ledger), params)).all()
-            new_keys = {row.key for row in inserted if row.key is not None}
             id_by_key = {row.key: row.id for row in inserted if row.key is not None}
-            if missing := sorted(first_of_key - new_keys):
-                found = await conn.execute(sql.existing_keys(), {"session": session, "keys": missing})
+            if missing := sorted(first_of_key - id_by_key.keys()):
+                found = await conn.execute(
+                    sql.existing_keys(), {"session": session, "keys": missing}
+                )
                 id_by_key.update({row.key: row.id for row in found})
-        # Inserted rows got ascending ids in input order (INSERT … SELECT … ORDER BY ord).
+            return inserted, id_by_key
+
+        inserted, id_by_key = await self._run(insert)
+        new_keys = {row.key for row in inserted if row.key is not None}
+        # Inserted rows got ascending ids in input order (drawn so by sql.push).
         fresh = iter(row.id for row in inserted)
         ids: list[int] = []
         for i, lead in enumerate(leads):
@@ -253,19 +282,22 @@ class Queue:
         completed = await self._complete(items, now)
         return [
             ItemResult(item.lead_id, True)
-            if (item.lead_id, item.token) in completed
+            if i in completed
             else ItemResult(item.lead_id, False, code=LeaseLost.code)
-            for item in items
+            for i, item in enumerate(items)
         ]
 
     async def _complete(
         self, items: Sequence[CompleteItem], now: datetime | None
-    ) -> dict[tuple[int, str], Lead]:
+    ) -> dict[int, Lead]:
+        """The leads completed, by the position of their item in ``items``."""
         for item in items:
             validation.lead_id(item.lead_id)
             validation.token(item.token)
             validation.final_status(item.status)
-            validation.text("error", item.error, max_chars=validation.MAX_ERROR_CHARS, optional=True)
+            validation.text(
+                "error", item.error, max_chars=validation.MAX_ERROR_CHARS, optional=True
+            )
         params = {
             "ids": [item.lead_id for item in items],
             "tokens": [item.token for item in items],
@@ -278,7 +310,7 @@ class Queue:
             "now": now,
         }
         rows = await self._rows(sql.complete_many(self.ledger), params)
-        return {(row["id"], row["matched_token"]): _lead(row) for row in rows}
+        return {row["item"]: _lead(row) for row in rows}
 
     async def release(
         self, lead_id: int, token: str, delay_s: float = 0.0, *, now: datetime | None = None
@@ -296,7 +328,7 @@ class Queue:
     # -- maintenance -------------------------------------------------------
 
     async def sweep(self, session: str, *, now: datetime | None = None) -> SweepResult:
-        """Requeue the expired leases of one session (failed at max_attempts); other sessions untouched."""
+        """Requeue one session's expired leases (failed at max_attempts); others untouched."""
         validation.session(session)
         return await self._sweep(sql.sweep(self.ledger, scoped=True), {"session": session}, now)
 
@@ -315,11 +347,17 @@ class Queue:
                 return SweepResult(requeued=requeued, failed=failed)
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
-        """Fail a queued or leased lead with error "cancelled". Raises NotFound, or Conflict if terminal."""
+        """Fail a queued or leased lead with error "cancelled".
+
+        Raises NotFound, or Conflict if the lead is terminal.
+        """
         return await self._operator(sql.cancel(self.ledger), lead_id, now, "cancel", "terminal")
 
     async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
-        """Queue a failed lead again (dead-letter replay). Raises NotFound, or Conflict if not failed."""
+        """Queue a failed lead again (dead-letter replay).
+
+        Raises NotFound, or Conflict if the lead is not failed.
+        """
         return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
 
     async def _operator(

@@ -48,8 +48,10 @@ ledger AS (
 def push(ledger: bool) -> TextClause:
     """Insert a batch; keys already in the session are skipped (ON CONFLICT DO NOTHING).
 
-    Rows are inserted in input order, so their identity values ascend in that
-    order; the caller maps returned ids back to input positions by that.
+    Ids are drawn in input order, so they ascend in that order; the caller maps
+    returned ids back to input positions by that. Rows are inserted in key
+    order: an insert waits for a concurrent one of the same key, so two pushes
+    taking shared keys in different orders would wait on each other (deadlock).
     """
     return text(f"""
 WITH input AS (
@@ -59,12 +61,17 @@ WITH input AS (
         CAST(:delays AS float8[])
     ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
 ),
+numbered AS (
+    -- A volatile output column is computed after the sort, so ids follow ord.
+    SELECT nextval('leads_id_seq') AS id, * FROM input ORDER BY ord
+),
 inserted AS (
-    INSERT INTO leads (session, priority, payload, key, depth, parent_id, max_attempts,
+    INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, created_at, updated_at)
-    SELECT :session, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
+    OVERRIDING SYSTEM VALUE
+    SELECT id, :session, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {NOW} + make_interval(secs => delay_s), {NOW}, {NOW}
-    FROM input ORDER BY ord
+    FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner
 ){_ledger("inserted", "pushed", enabled=ledger)}
@@ -74,9 +81,12 @@ FROM inserted ORDER BY id
 """)
 
 
+@cache
 def existing_keys() -> TextClause:
     """Ids of keys already present in a session (the duplicates of a push)."""
-    return text("SELECT key, id FROM leads WHERE session = :session AND key = ANY(CAST(:keys AS text[]))")
+    return text(
+        "SELECT key, id FROM leads WHERE session = :session AND key = ANY(CAST(:keys AS text[]))"
+    )
 
 
 @cache
@@ -116,6 +126,7 @@ SELECT {LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id
 _VALID_LEASE = f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > {NOW}"
 
 
+@cache
 def renew_many() -> TextClause:
     """Extend each valid lease of the batch; the rows returned are the ones that were valid."""
     return text(f"""
@@ -133,13 +144,18 @@ RETURNING l.id, req.token, l.lease_expires_at
 
 @cache
 def complete_many(ledger: bool) -> TextClause:
-    """Finish each valid lease of the batch with its status; returns the leads that finished."""
+    """Finish each valid lease of the batch with its status; returns the leads that finished.
+
+    A lease given twice in one batch counts once, at its first item (``item``,
+    from 0): an UPDATE joined to two matching rows would apply either one.
+    """
     return text(f"""
 WITH req AS (
-    SELECT * FROM unnest(
+    SELECT DISTINCT ON (lead_id, token) * FROM unnest(
         CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:statuses AS text[]),
         CAST(:results AS text[]), CAST(:errors AS text[])
-    ) AS r(lead_id, token, status, result, error)
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+    ORDER BY lead_id, token, ord
 ),
 completed AS (
     UPDATE leads AS l
@@ -147,9 +163,9 @@ completed AS (
         lease_token = NULL, lease_expires_at = NULL, updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
-    RETURNING l.*, req.token AS matched_token
+    RETURNING l.*, req.ord - 1 AS item
 ){_ledger("completed", "completed", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, matched_token FROM completed
+SELECT {LEAD_COLUMNS}, item FROM completed
 """)
 
 
@@ -172,7 +188,7 @@ SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notifi
 
 @cache
 def sweep(ledger: bool, *, scoped: bool) -> TextClause:
-    """Requeue up to :limit expired leases (of one session when scoped), or fail them at max_attempts.
+    """Requeue up to :limit expired leases (one session's when scoped); fail them at max_attempts.
 
     SKIP LOCKED: a lease whose row a completion holds is left to that
     completion; the UPDATE re-checks status and expiry so a lease completed
@@ -241,21 +257,25 @@ SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notifi
 """)
 
 
+@cache
 def get() -> TextClause:
     """One lead by id."""
     return text(f"SELECT {LEAD_COLUMNS} FROM leads WHERE id = :lead_id")
 
 
+@cache
 def stats() -> TextClause:
     """Lead counts by status in one session."""
     return text("SELECT status, count(*) AS n FROM leads WHERE session = :session GROUP BY status")
 
 
+@cache
 def stats_all() -> TextClause:
     """Lead counts by session and status."""
     return text("SELECT session, status, count(*) AS n FROM leads GROUP BY session, status")
 
 
+@cache
 def db_now() -> TextClause:
     """The database clock."""
     return text("SELECT now() AS now")

@@ -1,4 +1,7 @@
-"""Checks on input to the queue. Each failure raises InvalidInput naming the field; nothing is written."""
+"""Checks on input to the queue.
+
+Each failure raises InvalidInput naming the field; nothing is written.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +36,9 @@ def integer(field: str, value: Any, *, low: int, high: int) -> int:
     return value
 
 
-def seconds(field: str, value: Any, *, low: float, high: float, low_inclusive: bool = True) -> float:
+def seconds(
+    field: str, value: Any, *, low: float, high: float, low_inclusive: bool = True
+) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
         ok = (value >= low if low_inclusive else value > low) and value <= high

@@ -1,4 +1,5 @@
-"""Alembic environment: the target is ``app.db.metadata``; the URL comes from the caller or settings."""
+"""Alembic environment: the target is ``app.db.metadata``; the URL comes from the caller
+or from the settings (the embedded PostgreSQL when no URL is set)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ PostgreSQL started here in a temporary folder.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,7 +35,7 @@ def with_database(url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_url() -> Iterator[str]:
     """A URL of a PostgreSQL server the tests may create databases on."""
     url = os.environ.get("LEASEQ_TEST_DATABASE_URL") or os.environ.get("LEASEQ_DATABASE_URL")
     if url:
@@ -46,9 +48,15 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     else:
         from app import embedded
 
-        data_dir = Path(tmp_path_factory.mktemp("pgdata"))
-        yield embedded.start(data_dir)
-        embedded.stop(data_dir)
+        # Not under pytest's tmp folder: another pytest run resets that folder to
+        # owner-only access, which the embedded server (run as its own user when
+        # we are root) then can no longer read.
+        data_dir = Path(tempfile.mkdtemp(prefix="leaseq-test-pg-"))
+        try:
+            yield embedded.start(data_dir)
+        finally:
+            embedded.stop(data_dir)
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

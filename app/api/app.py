@@ -1,0 +1,65 @@
+"""The FastAPI application: ``create_app(settings)`` and its lifespan.
+
+``create_app`` is also the factory for ``uvicorn --factory app.api.app:create_app``
+(settings then come from ``LEASEQ_*``). It needs ``Settings.database_url``; the
+embedded PostgreSQL is ``leaseq serve``'s business.
+
+Requests pass, outermost first: latency metrics → bearer auth (when tokens are
+configured) → body limit → FastAPI. The lifespan starts a ``Runtime`` (engine,
+queue, LISTEN fan-out, boot recovery, sweeper) and stops it on shutdown; see
+``app.api.runtime`` for how SIGTERM ends long polls at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Security
+from fastapi.security import HTTPBearer
+
+from app import __version__
+from app.api import problems, routes
+from app.api.auth import BearerAuth
+from app.api.middleware import BodyLimit, RequestMetrics
+from app.api.runtime import Runtime
+from app.config import Settings
+
+DESCRIPTION = """A lease queue on PostgreSQL: producers push leads into sessions; workers
+lease them, renew their leases, and complete or release them. Every error is
+`application/problem+json` with a stable `code`."""
+
+bearer = HTTPBearer(auto_error=False, description="One of LEASEQ_API_TOKENS.")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The leaseq REST API over ``settings.database_url`` (``Settings()`` when None)."""
+    settings = settings or Settings()
+    if settings.database_url is None:
+        raise ValueError(
+            "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
+        )
+    configured = settings  # narrowed for the closure
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = Runtime.build(configured)
+        app.state.runtime = runtime
+        await runtime.start()
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(title="leaseq", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    problems.install(app)
+    tokens = settings.token_list
+    # The security declaration documents auth in /openapi.json; BearerAuth enforces it.
+    guarded = [Security(bearer)] if tokens else []
+    app.include_router(routes.router, dependencies=guarded)
+    app.include_router(routes.probes)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
+    if tokens:
+        app.add_middleware(BearerAuth, tokens=tokens)
+    app.add_middleware(RequestMetrics)
+    return app

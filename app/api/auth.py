@@ -1,0 +1,74 @@
+"""Bearer-token authentication, a pure ASGI middleware installed when tokens are configured.
+
+Every HTTP request but ``/healthz`` and ``/readyz`` needs
+``Authorization: Bearer <token>`` naming one of ``Settings.token_list``;
+otherwise the answer is 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``.
+That includes ``/docs``, ``/openapi.json``, ``/metrics`` and ``/dashboard``:
+SPEC exempts only the two probes, and the API description is not public when
+the API is not. Unknown paths answer 401 too, so routes are not revealed.
+
+The token is compared with every configured token by ``hmac.compare_digest``
+(no early exit), so timing reveals neither the token nor which one matched.
+Tokens are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.problems import problem
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+class BearerAuth:
+    """Refuse requests without a configured bearer token (except ``open_paths``)."""
+
+    def __init__(
+        self, app: ASGIApp, *, tokens: Iterable[str], open_paths: frozenset[str] = OPEN_PATHS
+    ) -> None:
+        self.app = app
+        self._tokens = [token.encode() for token in tokens]
+        self.open_paths = open_paths
+        if not self._tokens:
+            raise ValueError("BearerAuth needs at least one token")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _route_path(scope) in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        given = _bearer(scope)
+        if given is not None and self._known(given):
+            await self.app(scope, receive, send)
+            return
+        challenge = 'Bearer realm="leaseq"'
+        if given is not None:
+            challenge += ', error="invalid_token"'
+        detail = "a valid bearer token is required" if given is None else "the token is not valid"
+        response = problem(401, "unauthorized", detail, headers={"WWW-Authenticate": challenge})
+        await response(scope, receive, send)
+
+    def _known(self, given: bytes) -> bool:
+        found = False
+        for token in self._tokens:
+            found |= hmac.compare_digest(given, token)
+        return found
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def _bearer(scope: Scope) -> bytes | None:
+    """The token of an ``Authorization: Bearer`` header, or None."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = bytes(value).partition(b" ")
+            token = token.strip()
+            return token if scheme.lower() == b"bearer" and token else None
+    return None

@@ -1,0 +1,115 @@
+"""Pure ASGI middlewares: the request body limit and request latency metrics."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import metrics
+from app.api.problems import problem
+
+
+class _BodyTooLarge(Exception):
+    """Raised into the app by ``receive`` when the body passes the limit."""
+
+
+class BodyLimit:
+    """Refuse bodies over ``max_body_bytes`` with 413 ``payload_too_large`` before they are parsed.
+
+    A declared ``Content-Length`` over the limit is refused before any byte
+    is read. A streamed body (chunked, or lying about its length) is counted
+    as it arrives: past the limit, ``receive`` raises into the app, whatever
+    the app answers is dropped, and the 413 is sent instead.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await self._refuse(scope, receive, send)
+            return
+
+        received = 0
+        too_large = False
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    too_large = True
+                    raise _BodyTooLarge()
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if too_large:  # the app's answer to a body it never got whole
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not too_large:
+                raise
+        if too_large and not started:
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        detail = f"the body is larger than {self.max_body_bytes} bytes"
+        response = problem(413, "payload_too_large", detail, headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class RequestMetrics:
+    """Observe each request's latency, labelled by method, route template and status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            # The router leaves the matched route in the scope; unmatched paths share one label.
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            method = scope["method"] if scope["method"] in _METHODS else "other"
+            metrics.REQUEST_LATENCY.labels(method, route, str(status)).observe(
+                time.perf_counter() - start
+            )

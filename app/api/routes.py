@@ -1,0 +1,290 @@
+"""The REST routes: parse, call the queue, shape the answer. Nothing else happens here.
+
+``router`` holds everything bearer auth guards; ``probes`` holds /healthz and
+/readyz, which stay open. Errors are raised as domain errors and answered by
+``app.api.problems``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, cast
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.responses import HTMLResponse
+
+from app import metrics, report, validation
+from app.api import dashboard
+from app.api.problems import ProblemResponse, responses, unavailable
+from app.api.runtime import Runtime, count_sweep
+from app.api.schemas import (
+    AllStatsOut,
+    BatchOut,
+    CompleteBatchIn,
+    CompleteIn,
+    CountsOut,
+    Health,
+    LeadAnswer,
+    LeadOut,
+    LeaseIn,
+    LeasesOut,
+    PushIn,
+    PushOut,
+    ReleaseIn,
+    RenewBatchIn,
+    RenewIn,
+    RenewOut,
+    ReportOut,
+    SweepIn,
+    SweepOut,
+)
+from app.config import SESSION_PATTERN
+from app.errors import LeaseLost
+from app.listener import lease_waiting
+from app.model import CompleteItem, NewLead, RenewItem
+from app.queue import Queue
+
+
+# Dependencies are coroutines so FastAPI calls them inline, not in its threadpool.
+async def get_runtime(request: Request) -> Runtime:
+    return cast(Runtime, request.app.state.runtime)
+
+
+async def get_queue(request: Request) -> Queue:
+    return cast(Runtime, request.app.state.runtime).queue
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+QueueDep = Annotated[Queue, Depends(get_queue)]
+SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
+LeadIdPath = Annotated[int, Path(ge=1, le=validation.INT64_MAX)]
+
+router = APIRouter()
+probes = APIRouter(tags=["probes"])
+
+
+@contextmanager
+def counting_lost(operation: str) -> Iterator[None]:
+    """Count a LeaseLost on the way out."""
+    try:
+        yield
+    except LeaseLost:
+        metrics.LOST_LEASES.labels(operation).inc()
+        raise
+
+
+# -- producers ---------------------------------------------------------------
+
+
+@router.post(
+    "/sessions/{session}/leads",
+    status_code=201,
+    tags=["producers"],
+    responses=responses("validation_error", "conflict", "unavailable"),
+)
+async def push(session: SessionPath, body: PushIn, queue: QueueDep) -> PushOut:
+    """Queue up to 1000 leads. A lead whose `key` is already in the session is not pushed
+    again: its existing id stands in its place and it counts as a duplicate."""
+    result = await queue.push(session, [NewLead(**lead.model_dump()) for lead in body.leads])
+    metrics.PUSHED.inc(result.created)
+    return PushOut.model_validate(result)
+
+
+# -- workers -----------------------------------------------------------------
+
+
+@router.post("/lease", tags=["workers"], responses=responses("validation_error", "unavailable"))
+async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesOut:
+    """Lease up to `max` available leads of the session, highest priority then oldest.
+
+    The list is empty when nothing is available. With `wait_s` > 0 the request
+    is held until work arrives in the session or the wait ends (no busy polling)."""
+    leases = await lease_waiting(
+        runtime.queue,
+        runtime.listener,
+        body.session,
+        body.owner,
+        max=body.max,
+        ttl_s=body.ttl_s,
+        wait_s=body.wait_s,
+        gone=request.is_disconnected,
+    )
+    metrics.LEASES.inc(len(leases))
+    return LeasesOut.of(leases)
+
+
+@router.post(
+    "/renew", tags=["workers"], responses=responses("lease_lost", "validation_error", "unavailable")
+)
+async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
+    """Extend a valid lease to now + `ttl_s` on the database clock; 409 `lease_lost` otherwise."""
+    with counting_lost("renew"):
+        expires_at = await queue.renew(body.lead_id, body.token, body.ttl_s)
+    metrics.RENEWALS.inc()
+    return RenewOut(expires_at=expires_at)
+
+
+@router.post(
+    "/renew/batch",
+    tags=["workers"],
+    response_model_exclude_none=True,
+    responses=responses("validation_error", "unavailable"),
+)
+async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
+    """Renew up to 100 leases; one result per item, in the order given."""
+    items = [RenewItem(item.lead_id, item.token, item.ttl_s) for item in body.items]
+    results = await queue.renew_many(items)
+    renewed = sum(result.ok for result in results)
+    metrics.RENEWALS.inc(renewed)
+    metrics.LOST_LEASES.labels("renew").inc(len(results) - renewed)
+    return BatchOut.of(results)
+
+
+@router.post(
+    "/complete",
+    tags=["workers"],
+    responses=responses("lease_lost", "validation_error", "unavailable"),
+)
+async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
+    """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise."""
+    with counting_lost("complete"):
+        lead = await queue.complete(body.lead_id, body.token, body.status, body.result, body.error)
+    metrics.COMPLETIONS.labels(body.status).inc()
+    return LeadAnswer.of(lead)
+
+
+@router.post(
+    "/complete/batch",
+    tags=["workers"],
+    response_model_exclude_none=True,
+    responses=responses("validation_error", "unavailable"),
+)
+async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
+    """Complete up to 100 leases; one result per item, in the order given."""
+    items = [
+        CompleteItem(item.lead_id, item.token, item.status, item.result, item.error)
+        for item in body.items
+    ]
+    results = await queue.complete_many(items)
+    for item, result in zip(items, results, strict=True):
+        if result.ok:
+            metrics.COMPLETIONS.labels(item.status).inc()
+        else:
+            metrics.LOST_LEASES.labels("complete").inc()
+    return BatchOut.of(results)
+
+
+@router.post(
+    "/release",
+    tags=["workers"],
+    responses=responses("lease_lost", "validation_error", "unavailable"),
+)
+async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
+    """Give a valid lease back: the lead is queued again after `delay_s`.
+
+    409 `lease_lost` when the lease is no longer valid."""
+    with counting_lost("release"):
+        lead = await queue.release(body.lead_id, body.token, body.delay_s)
+    metrics.RELEASES.inc()
+    return LeadAnswer.of(lead)
+
+
+# -- operators ---------------------------------------------------------------
+
+
+@router.post("/sweep", tags=["operators"], responses=responses("validation_error", "unavailable"))
+async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
+    """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);
+    a lead that reached `max_attempts` becomes `failed` instead."""
+    result = await queue.sweep_all() if body.session is None else await queue.sweep(body.session)
+    count_sweep(result, "api")
+    return SweepOut.model_validate(result)
+
+
+@router.get(
+    "/sessions/{session}/stats",
+    tags=["operators"],
+    responses=responses("validation_error", "unavailable"),
+)
+async def session_stats(session: SessionPath, queue: QueueDep) -> CountsOut:
+    """Lead counts by status in one session; pending = queued + leased."""
+    return CountsOut.of(await queue.stats(session))
+
+
+@router.get("/stats", tags=["operators"], responses=responses("unavailable"))
+async def stats(queue: QueueDep) -> AllStatsOut:
+    """Lead counts per session, and their total."""
+    return AllStatsOut.of(await queue.stats_all())
+
+
+@router.get(
+    "/sessions/{session}/report",
+    tags=["operators"],
+    responses=responses("validation_error", "unavailable"),
+)
+async def session_report(session: SessionPath, queue: QueueDep) -> ReportOut:
+    """The session's audit, read from the `lead_events` ledger: completions, double
+    completions, overlapping leases and wasted attempts (all zero with the ledger off)."""
+    return ReportOut.of(await report.report(queue, session))
+
+
+@router.get(
+    "/leads/{lead_id}",
+    tags=["operators"],
+    responses=responses("not_found", "validation_error", "unavailable"),
+)
+async def get_lead(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
+    """One lead (its lease token is never shown)."""
+    return LeadOut.of(await queue.get(lead_id))
+
+
+@router.post(
+    "/leads/{lead_id}/cancel",
+    tags=["operators"],
+    responses=responses("not_found", "conflict", "validation_error", "unavailable"),
+)
+async def cancel(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
+    """A queued or leased lead becomes `failed` with error `cancelled`; its holder's next
+    renew or complete gets 409 `lease_lost`. A finished lead answers 409 `conflict`."""
+    return LeadOut.of(await queue.cancel(lead_id))
+
+
+@router.post(
+    "/leads/{lead_id}/retry",
+    tags=["operators"],
+    responses=responses("not_found", "conflict", "validation_error", "unavailable"),
+)
+async def retry(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
+    """Queue a `failed` lead again (dead-letter replay); any other status answers 409 `conflict`."""
+    return LeadOut.of(await queue.retry(lead_id))
+
+
+@router.get("/metrics", tags=["operators"], response_class=Response)
+async def prometheus_metrics() -> Response:
+    """Prometheus text format."""
+    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+
+
+@router.get("/dashboard", tags=["operators"], response_class=HTMLResponse)
+async def operator_dashboard(queue: QueueDep) -> HTMLResponse:
+    """The operator's page: lead counts per session."""
+    return HTMLResponse(dashboard.render(await queue.stats_all()))
+
+
+# -- probes ------------------------------------------------------------------
+
+
+@probes.get("/healthz")
+async def healthz() -> Health:
+    """200 while the process runs."""
+    return Health(status="ok")
+
+
+@probes.get("/readyz", response_model=Health, responses=responses("unavailable"))
+async def readyz(runtime: RuntimeDep) -> Health | ProblemResponse:
+    """200 when the database answers, the schema is at head and boot recovery is done; else 503."""
+    reason = await runtime.ready()
+    if reason is not None:
+        return unavailable(reason)
+    return Health(status="ready")

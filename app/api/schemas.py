@@ -1,0 +1,269 @@
+"""Request and response models of the REST API, with SPEC's limits, so /openapi.json is exact.
+
+Requests are strict (a string is not a number, unknown fields are refused,
+NaN and infinities are refused); the domain checks them again. Responses are
+shaped exactly as SPEC says; timestamps are RFC 3339 in UTC (``…Z``). A lead
+object never carries its lease token.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
+
+from app import validation
+from app.config import (
+    MAX_ITEM_BATCH,
+    MAX_LEASE_BATCH,
+    MAX_PUSH_BATCH,
+    MAX_TTL_S,
+    MAX_WAIT_S,
+    SESSION_PATTERN,
+)
+from app.model import AllCounts, Counts, FinalStatus, ItemResult, Lead, Lease, Status
+from app.report import Report
+
+
+def rfc3339(value: datetime) -> str:
+    """``2026-01-02T03:04:05.678901Z``."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(rfc3339, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+SessionName = Annotated[str, Field(pattern=SESSION_PATTERN, examples=["s"])]
+LeadId = Annotated[int, Field(ge=1, le=validation.INT64_MAX)]
+Token = Annotated[str, Field(min_length=1, max_length=200)]
+TtlS = Annotated[
+    float,
+    Field(ge=1, le=MAX_TTL_S, description="Lease time in seconds; default LEASEQ_LEASE_TTL_S."),
+]
+DelayS = Annotated[float, Field(ge=0, le=validation.MAX_DELAY_S)]
+ErrorText = Annotated[str, Field(min_length=1, max_length=validation.MAX_ERROR_CHARS)]
+
+
+class Body(BaseModel):
+    """A request body: strict types, no unknown fields, no NaN."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
+class Answer(BaseModel):
+    """A response body."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+# -- requests -----------------------------------------------------------------
+
+
+class NewLeadIn(Body):
+    payload: dict[str, Any] = Field(description="Any JSON object.")
+    priority: int = Field(0, ge=-(2**31), le=validation.INT32_MAX, description="Higher first.")
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=validation.MAX_KEY_CHARS,
+        description="Dedupe key: a key already in the session is not pushed again.",
+    )
+    depth: int = Field(0, ge=0, le=validation.INT32_MAX)
+    parent_id: LeadId | None = None
+    max_attempts: int | None = Field(None, ge=1, le=10_000)
+    delay_s: DelayS = Field(0, description="Not leasable before this many seconds.")
+
+
+class PushIn(Body):
+    leads: list[NewLeadIn] = Field(min_length=1, max_length=MAX_PUSH_BATCH)
+
+
+class LeaseIn(Body):
+    session: SessionName
+    owner: str = Field(min_length=1, max_length=validation.MAX_OWNER_CHARS, examples=["w1"])
+    max: int = Field(1, ge=1, le=MAX_LEASE_BATCH)
+    ttl_s: TtlS | None = None
+    wait_s: float = Field(
+        0, ge=0, le=MAX_WAIT_S, description="Hold the request up to this long until work arrives."
+    )
+
+
+class RenewIn(Body):
+    lead_id: LeadId
+    token: Token
+    ttl_s: TtlS | None = None
+
+
+class RenewBatchIn(Body):
+    items: list[RenewIn] = Field(min_length=1, max_length=MAX_ITEM_BATCH)
+
+
+class CompleteIn(Body):
+    lead_id: LeadId
+    token: Token
+    status: FinalStatus = "done"
+    result: Any = Field(None, description="Any JSON value, kept with the lead.")
+    error: ErrorText | None = None
+
+
+class CompleteBatchIn(Body):
+    items: list[CompleteIn] = Field(min_length=1, max_length=MAX_ITEM_BATCH)
+
+
+class ReleaseIn(Body):
+    lead_id: LeadId
+    token: Token
+    delay_s: DelayS = 0
+
+
+class SweepIn(Body):
+    """``{"session": "s"}`` sweeps one session, ``{"all": true}`` every session."""
+
+    session: SessionName | None = None
+    all_: bool = Field(False, alias="all")
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> Self:
+        if (self.session is None) == (not self.all_):
+            raise ValueError('give either "session" or "all": true')
+        return self
+
+
+# -- responses ----------------------------------------------------------------
+
+
+class LeadOut(Answer):
+    id: int
+    session: str
+    priority: int
+    payload: dict[str, Any]
+    key: str | None
+    status: Status
+    owner: str | None
+    attempts: int
+    max_attempts: int
+    available_at: Timestamp
+    lease_expires_at: Timestamp | None
+    result: Any
+    error: str | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    depth: int
+    parent_id: int | None
+
+    @classmethod
+    def of(cls, lead: Lead) -> LeadOut:
+        return cls.model_validate(lead)
+
+
+class LeadAnswer(Answer):
+    lead: LeadOut
+
+    @classmethod
+    def of(cls, lead: Lead) -> LeadAnswer:
+        return cls(lead=LeadOut.of(lead))
+
+
+class LeaseOut(Answer):
+    lead: LeadOut
+    token: str = Field(description="Opaque; renew, complete and release need it.")
+    attempt: int = Field(description="Fencing number: only grows for a lead.")
+    owner: str
+    expires_at: Timestamp
+
+
+class LeasesOut(Answer):
+    leases: list[LeaseOut]
+
+    @classmethod
+    def of(cls, leases: list[Lease]) -> LeasesOut:
+        return cls.model_validate({"leases": leases})
+
+
+class PushOut(Answer):
+    ids: list[int] = Field(description="In input order; a duplicate's existing id in its place.")
+    created: int
+    duplicates: int
+
+
+class RenewOut(Answer):
+    expires_at: Timestamp
+
+
+class ItemOut(Answer):
+    """``{"lead_id", "ok": true[, "expires_at"]}`` or ``{"lead_id", "ok": false, "code"}``."""
+
+    lead_id: int
+    ok: bool
+    expires_at: Timestamp | None = None
+    code: str | None = None
+
+
+class BatchOut(Answer):
+    results: list[ItemOut]
+
+    @classmethod
+    def of(cls, results: list[ItemResult]) -> BatchOut:
+        return cls.model_validate({"results": results})
+
+
+class SweepOut(Answer):
+    requeued: int
+    failed: int
+
+
+class CountsOut(Answer):
+    queued: int
+    leased: int
+    done: int
+    failed: int
+    cached: int
+    pending: int = Field(description="queued + leased")
+
+    @classmethod
+    def of(cls, counts: Counts) -> CountsOut:
+        return cls.model_validate(counts)
+
+
+class AllStatsOut(Answer):
+    sessions: dict[str, CountsOut]
+    total: CountsOut
+
+    @classmethod
+    def of(cls, counts: AllCounts) -> AllStatsOut:
+        return cls.model_validate(counts)
+
+
+class ReportOut(Answer):
+    """The ledger's audit of a session; see ``app.report``."""
+
+    leads: int
+    pushed: int
+    leases: int
+    completed: int = Field(description="Leads with a completion.")
+    completions: int = Field(description="Completion events.")
+    double_completions: int = Field(description="Leads completed more than once; must be 0.")
+    overlapping_leases: int = Field(description="Leases given while one was valid; must be 0.")
+    wasted_attempts: int = Field(description="Leases that ended without a completion.")
+    expired: int
+    released: int
+    cancelled: int
+    retried: int
+
+    @classmethod
+    def of(cls, report: Report) -> ReportOut:
+        return cls.model_validate(report)
+
+
+class Health(Answer):
+    status: Literal["ok", "ready"]

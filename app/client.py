@@ -1,0 +1,455 @@
+"""The HTTP client of the leaseq REST API (SPEC.md), for workers and scripts.
+
+One implementation, asynchronous (``AsyncClient``): the work loop needs many
+calls in flight at once. Answers are parsed into the ``app.model`` dataclasses;
+problem+json answers are raised as the ``app.errors`` exceptions the core
+raises, chosen by their ``code``. Connection errors and 502/503/504 answers are
+retried with exponential backoff and jitter; a 4xx answer never is.
+
+Knows nothing of the queue's internals or of the database: HTTP only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from app.config import MAX_ITEM_BATCH, MAX_PUSH_BATCH
+from app.errors import Conflict, InvalidInput, LeaseLost, LeaseqError, NotFound, Unavailable
+from app.model import (
+    AllCounts,
+    CompleteItem,
+    Counts,
+    FinalStatus,
+    ItemResult,
+    Lead,
+    Lease,
+    NewLead,
+    PushResult,
+    RenewItem,
+    SweepResult,
+)
+
+DEFAULT_TIMEOUT_S = 10.0
+RETRY_STATUSES = frozenset({502, 503, 504})
+_T = TypeVar("_T")
+
+
+class ApiError(LeaseqError):
+    """The service answered with an error this client has no exception class for."""
+
+    code = "api_error"
+
+    def __init__(self, detail: str | None = None, *, code: str | None = None) -> None:
+        super().__init__(detail)
+        if code:
+            self.code = code
+
+
+class Unauthorized(ApiError):
+    """The service wants a valid bearer token (--token / LEASEQ_TOKEN)."""
+
+    code = "unauthorized"
+
+
+class PayloadTooLarge(ApiError):
+    """The request body is larger than the service accepts."""
+
+    code = "payload_too_large"
+
+
+_ERRORS: dict[str, type[LeaseqError]] = {
+    cls.code: cls for cls in (LeaseLost, NotFound, InvalidInput, Conflict, Unavailable)
+} | {Unauthorized.code: Unauthorized, PayloadTooLarge.code: PayloadTooLarge}
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a call is retried on a connection error or a 502/503/504.
+
+    The n-th retry waits ``min(max_s, base_s * 2**n)``, half of it fixed and
+    half random (jitter), or the service's Retry-After when that is shorter.
+    """
+
+    attempts: int = 6
+    base_s: float = 0.1
+    max_s: float = 2.0
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        cap = min(self.max_s, self.base_s * 2**retry)
+        if retry_after is not None:
+            cap = min(cap, max(retry_after, 0.0))
+        return float(cap / 2 + random.uniform(0, cap / 2))
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+def _time(value: Any) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _maybe_time(value: Any) -> datetime | None:
+    return None if value is None else _time(value)
+
+
+def parse_lead(data: Mapping[str, Any]) -> Lead:
+    """A lead object of the API as a ``Lead``."""
+    return Lead(
+        id=data["id"],
+        session=data["session"],
+        priority=data.get("priority", 0),
+        payload=data.get("payload") or {},
+        key=data.get("key"),
+        depth=data.get("depth", 0),
+        parent_id=data.get("parent_id"),
+        status=data["status"],
+        owner=data.get("owner"),
+        attempts=data.get("attempts", 0),
+        max_attempts=data["max_attempts"],
+        available_at=_time(data["available_at"]),
+        lease_expires_at=_maybe_time(data.get("lease_expires_at")),
+        result=data.get("result"),
+        error=data.get("error"),
+        created_at=_time(data["created_at"]),
+        updated_at=_time(data["updated_at"]),
+    )
+
+
+def parse_lease(data: Mapping[str, Any]) -> Lease:
+    """A lease object of the API as a ``Lease``."""
+    return Lease(
+        lead=parse_lead(data["lead"]),
+        token=data["token"],
+        attempt=data["attempt"],
+        owner=data["owner"],
+        expires_at=_time(data["expires_at"]),
+    )
+
+
+def parse_counts(data: Mapping[str, Any]) -> Counts:
+    """Counts by status; ``pending`` is derived, so it is not read."""
+    return Counts(**{name: int(data.get(name, 0)) for name in Counts.__slots__})
+
+
+def parse_item_result(data: Mapping[str, Any]) -> ItemResult:
+    return ItemResult(
+        lead_id=data["lead_id"],
+        ok=bool(data["ok"]),
+        expires_at=_maybe_time(data.get("expires_at")),
+        code=data.get("code"),
+    )
+
+
+def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
+    """The exception for a problem+json answer: the class of its ``code``, else ``ApiError``."""
+    code = problem.get("code")
+    detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
+    cls = _ERRORS.get(code) if isinstance(code, str) else None
+    exc: LeaseqError
+    if cls is InvalidInput:
+        field, sep, message = detail.partition(": ")
+        exc = InvalidInput(field, message) if sep else InvalidInput("request", detail)
+    elif cls is not None:
+        exc = cls(detail)
+    elif status == 401:
+        exc = Unauthorized(detail)
+    elif status == 413:
+        exc = PayloadTooLarge(detail)
+    elif status == 503:
+        exc = Unavailable(detail)
+    else:
+        exc = ApiError(detail, code=code if isinstance(code, str) else None)
+    exc.status = status  # type: ignore[attr-defined]
+    exc.problem = dict(problem)  # type: ignore[attr-defined]
+    return exc
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        return body
+    return {"title": response.reason_phrase, "detail": response.text[:500] or None}
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _new_lead(lead: NewLead | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(lead, Mapping):
+        return dict(lead)
+    body: dict[str, Any] = {
+        "payload": lead.payload,
+        "priority": lead.priority,
+        "depth": lead.depth,
+        "delay_s": lead.delay_s,
+    }
+    for name in ("key", "parent_id", "max_attempts"):
+        if (value := getattr(lead, name)) is not None:
+            body[name] = value
+    return body
+
+
+def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+class AsyncClient:
+    """The leaseq REST API over HTTP. Use ``async with AsyncClient(url) as client``.
+
+    Every method raises the ``app.errors`` exception of the answer's ``code``
+    (``LeaseLost``, ``NotFound``, ``InvalidInput``, ``Conflict``,
+    ``Unavailable``), ``Unauthorized`` / ``PayloadTooLarge`` / ``ApiError``
+    otherwise, and ``Unavailable`` when the service cannot be reached after
+    the retries of ``retry_policy``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry_policy: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.retry_policy = retry_policy or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: float | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> httpx.Response:
+        """One call, retried on connection errors and 502/503/504; a 4xx is raised at once."""
+        policy = policy or self.retry_policy
+        timeout = httpx.Timeout(timeout_s or self.timeout_s)
+        attempt = 0
+        while True:
+            wait_hint: float | None = None
+            try:
+                response = await self._http.request(method, path, json=body, timeout=timeout)
+            except httpx.TransportError as exc:
+                if attempt + 1 >= policy.attempts:
+                    raise Unavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            else:
+                if response.is_success:
+                    return response
+                if response.status_code not in RETRY_STATUSES or attempt + 1 >= policy.attempts:
+                    raise error_from_problem(response.status_code, _problem(response))
+                wait_hint = _retry_after(response)
+            await asyncio.sleep(policy.delay(attempt, wait_hint))
+            attempt += 1
+
+    async def _json(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+        return (await self._send(method, path, body, **kw)).json()
+
+    # -- producers ---------------------------------------------------------
+
+    async def push(self, session: str, leads: Sequence[NewLead | Mapping[str, Any]]) -> PushResult:
+        """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000.
+
+        Each call is atomic on its own; ids come back in input order.
+        """
+        ids: list[int] = []
+        created = duplicates = 0
+        for chunk in _chunks(leads, MAX_PUSH_BATCH):
+            body = {"leads": [_new_lead(lead) for lead in chunk]}
+            data = await self._json("POST", f"/sessions/{_seg(session)}/leads", body)
+            ids.extend(data["ids"])
+            created += data["created"]
+            duplicates += data["duplicates"]
+        return PushResult(ids=ids, created=created, duplicates=duplicates)
+
+    # -- workers -----------------------------------------------------------
+
+    async def lease(
+        self,
+        session: str,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        wait_s: float = 0.0,
+    ) -> list[Lease]:
+        """Lease up to ``max`` leads; ``wait_s`` > 0 holds the call until work comes or it ends."""
+        body: dict[str, Any] = {"session": session, "owner": owner, "max": max, "wait_s": wait_s}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        data = await self._json("POST", "/lease", body, timeout_s=self.timeout_s + wait_s)
+        return [parse_lease(item) for item in data["leases"]]
+
+    async def renew(self, lead_id: int, token: str, ttl_s: float | None = None) -> datetime:
+        """Extend a valid lease; returns its new expiry. Raises LeaseLost."""
+        body: dict[str, Any] = {"lead_id": lead_id, "token": token}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        return _time((await self._json("POST", "/renew", body))["expires_at"])
+
+    async def renew_many(
+        self, items: Sequence[RenewItem], *, policy: RetryPolicy | None = None
+    ) -> list[ItemResult]:
+        """Renew many leases (calls of up to 100); one answer per item, in order."""
+        answers: list[ItemResult] = []
+        for chunk in _chunks(items, MAX_ITEM_BATCH):
+            body = {"items": [_renew_item(item) for item in chunk]}
+            data = await self._json("POST", "/renew/batch", body, policy=policy)
+            answers.extend(parse_item_result(item) for item in data["results"])
+        return answers
+
+    async def complete(
+        self,
+        lead_id: int,
+        token: str,
+        status: FinalStatus = "done",
+        result: Any = None,
+        error: str | None = None,
+    ) -> Lead:
+        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
+        body = {
+            "lead_id": lead_id,
+            "token": token,
+            "status": status,
+            "result": result,
+            "error": error,
+        }
+        return parse_lead((await self._json("POST", "/complete", body))["lead"])
+
+    async def complete_many(self, items: Sequence[CompleteItem]) -> list[ItemResult]:
+        """Complete many leases (calls of up to 100); one answer per item, in order."""
+        answers: list[ItemResult] = []
+        for chunk in _chunks(items, MAX_ITEM_BATCH):
+            body = {
+                "items": [
+                    {
+                        "lead_id": item.lead_id,
+                        "token": item.token,
+                        "status": item.status,
+                        "result": item.result,
+                        "error": item.error,
+                    }
+                    for item in chunk
+                ]
+            }
+            data = await self._json("POST", "/complete/batch", body)
+            answers.extend(parse_item_result(item) for item in data["results"])
+        return answers
+
+    async def release(self, lead_id: int, token: str, delay_s: float = 0.0) -> Lead:
+        """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost."""
+        body = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
+        return parse_lead((await self._json("POST", "/release", body))["lead"])
+
+    # -- operators ---------------------------------------------------------
+
+    async def sweep(self, session: str) -> SweepResult:
+        """Requeue the expired leases of one session (failed at max_attempts)."""
+        return _sweep_result(await self._json("POST", "/sweep", {"session": session}))
+
+    async def sweep_all(self) -> SweepResult:
+        """Requeue the expired leases of every session."""
+        return _sweep_result(await self._json("POST", "/sweep", {"all": True}))
+
+    async def cancel(self, lead_id: int) -> Lead:
+        """Fail a queued or leased lead with error "cancelled". Raises NotFound or Conflict."""
+        return parse_lead(await self._json("POST", f"/leads/{int(lead_id)}/cancel"))
+
+    async def retry(self, lead_id: int) -> Lead:
+        """Queue a failed lead again (dead-letter replay). Raises NotFound or Conflict."""
+        return parse_lead(await self._json("POST", f"/leads/{int(lead_id)}/retry"))
+
+    # -- reading -----------------------------------------------------------
+
+    async def get(self, lead_id: int) -> Lead:
+        """One lead by id. Raises NotFound."""
+        return parse_lead(await self._json("GET", f"/leads/{int(lead_id)}"))
+
+    async def stats(self, session: str) -> Counts:
+        """Lead counts by status in one session."""
+        return parse_counts(await self._json("GET", f"/sessions/{_seg(session)}/stats"))
+
+    async def stats_all(self) -> AllCounts:
+        """Lead counts per session, and their total."""
+        data = await self._json("GET", "/stats")
+        sessions = {name: parse_counts(counts) for name, counts in data["sessions"].items()}
+        return AllCounts(sessions=sessions, total=parse_counts(data["total"]))
+
+    async def report(self, session: str) -> dict[str, Any]:
+        """The ledger's audit of one session, as the service sends it."""
+        data: dict[str, Any] = await self._json("GET", f"/sessions/{_seg(session)}/report")
+        return data
+
+    async def metrics(self) -> str:
+        """The service's Prometheus text."""
+        return (await self._send("GET", "/metrics")).text
+
+    async def healthz(self) -> bool:
+        """True while the service process answers; never retried, never raises."""
+        return await self._probe("/healthz")
+
+    async def readyz(self) -> bool:
+        """True when the service's database answers at the newest schema; never raises."""
+        return await self._probe("/readyz")
+
+    async def _probe(self, path: str) -> bool:
+        try:
+            await self._send("GET", path, policy=NO_RETRY)
+        except LeaseqError:
+            return False
+        return True
+
+
+def _seg(value: str) -> str:
+    """One URL path segment."""
+    return quote(value, safe="")
+
+
+def _renew_item(item: RenewItem) -> dict[str, Any]:
+    body: dict[str, Any] = {"lead_id": item.lead_id, "token": item.token}
+    if item.ttl_s is not None:
+        body["ttl_s"] = item.ttl_s
+    return body
+
+
+def _sweep_result(data: Mapping[str, Any]) -> SweepResult:
+    return SweepResult(requeued=data["requeued"], failed=data["failed"])

@@ -1,0 +1,229 @@
+"""The LISTEN fan-out behind long-poll leasing, and the long poll itself.
+
+One ``Listener`` per process keeps one dedicated psycopg connection
+LISTENing on ``app.sql.NOTIFY_CHANNEL`` (push, release, retry and sweep
+NOTIFY it with the session as payload) and wakes the requests waiting on that
+session. A waiting request holds no database connection: it sleeps on an
+``asyncio.Event`` and only takes a pooled connection to re-try ``lease_next``.
+
+Notifications are a hint, never needed for correctness: a waiter also wakes
+every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
+and a delayed push sends none when it becomes available), and the listener
+reconnects by itself with backoff, waking everyone after each (re)connect.
+
+Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from app import metrics
+from app.db import libpq_url
+from app.errors import LeaseqError, Unavailable
+from app.model import Lease
+from app.queue import Queue
+from app.sql import NOTIFY_CHANNEL
+
+log = logging.getLogger("leaseq.listener")
+
+BACKOFF_FIRST_S = 0.2
+BACKOFF_MAX_S = 5.0
+IDLE_CHECK_S = 30.0  # with no notification for this long, prove the connection alive
+# TCP keepalives, so a peer that vanished without a word is noticed within a minute.
+KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
+
+@dataclass
+class _Slot:
+    """The waiters of one session: the event the next wake-up sets, and how many wait."""
+
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: int = 0
+
+
+class Waiter:
+    """One request waiting for work in a session; ``wait`` returns at the next wake-up."""
+
+    def __init__(self, slot: _Slot) -> None:
+        self._slot = slot
+        self._event = slot.event
+
+    async def wait(self, at_most_s: float) -> None:
+        """Sleep until a wake-up of the session, shutdown, or ``at_most_s`` seconds.
+
+        The event watched was taken before the caller's last ``lease_next``, so
+        a NOTIFY that arrived while that query ran is never missed.
+        """
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), at_most_s)
+        self._event = self._slot.event  # armed for the next round, before the next query
+
+
+class Listener:
+    """One LISTEN connection per process, fanned out to per-session waiters."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        max_waiters: int = 1000,
+        poll_interval_s: float = 1.5,
+        connect_timeout_s: int = 5,
+    ) -> None:
+        self._conninfo = make_conninfo(libpq_url(database_url), **KEEPALIVES)
+        self.max_waiters = max_waiters
+        self.poll_interval_s = poll_interval_s
+        self.connect_timeout_s = connect_timeout_s
+        self._slots: dict[str, _Slot] = {}
+        self._waiters = 0
+        self.closed = False
+        self.connected = False
+
+    @property
+    def waiters(self) -> int:
+        """Requests waiting right now."""
+        return self._waiters
+
+    # -- waiting -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def waiting(self, session: str) -> AsyncIterator[Waiter]:
+        """Register a waiter on ``session``. Raises Unavailable beyond ``max_waiters``."""
+        if self._waiters >= self.max_waiters:
+            raise Unavailable("too many lease requests waiting; try again shortly")
+        slot = self._slots.setdefault(session, _Slot())
+        slot.waiters += 1
+        self._waiters += 1
+        metrics.WAITERS.inc()
+        try:
+            yield Waiter(slot)
+        finally:
+            slot.waiters -= 1
+            self._waiters -= 1
+            metrics.WAITERS.dec()
+            if slot.waiters == 0 and self._slots.get(session) is slot:
+                del self._slots[session]
+
+    def wake(self, session: str) -> None:
+        """Wake every request waiting on ``session``."""
+        slot = self._slots.get(session)
+        if slot is not None:
+            slot.event.set()
+            slot.event = asyncio.Event()
+
+    def wake_all(self) -> None:
+        for session in list(self._slots):
+            self.wake(session)
+
+    def close(self) -> None:
+        """Stop waiting: every waiter returns what it has (shutdown). Call on the event loop."""
+        self.closed = True
+        self.wake_all()
+
+    # -- listening -----------------------------------------------------------
+
+    async def run(self) -> None:
+        """LISTEN until cancelled, reconnecting with backoff; never raises but CancelledError."""
+        backoff = BACKOFF_FIRST_S
+        while not self.closed:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, connect_timeout=self.connect_timeout_s
+                )
+                try:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.connected = True
+                    backoff = BACKOFF_FIRST_S
+                    log.info("listening on %s", NOTIFY_CHANNEL)
+                    self.wake_all()  # whatever was pushed while we were away
+                    await self._listen(conn)
+                finally:
+                    self.connected = False
+                    await conn.close()
+            except Exception as exc:  # any failure: log, back off, reconnect
+                reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+                log.warning("listener connection failed: %s; retrying in %.1fs", reason, backoff)
+            if self.closed:
+                return
+            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _listen(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        while not self.closed:
+            async with contextlib.aclosing(conn.notifies(timeout=IDLE_CHECK_S)) as notifies:
+                async for notify in notifies:
+                    self.wake(notify.payload)
+            async with asyncio.timeout(self.connect_timeout_s):
+                await conn.execute("SELECT 1")  # a silently dead connection fails here
+
+
+async def lease_waiting(
+    queue: Queue,
+    listener: Listener,
+    session: str,
+    owner: str,
+    *,
+    max: int,
+    ttl_s: float | None,
+    wait_s: float,
+    gone: Callable[[], Awaitable[bool]] | None = None,
+) -> list[Lease]:
+    """``queue.lease_next``, held up to ``wait_s`` seconds until work arrives; [] when none.
+
+    The first attempt's errors propagate (bad input, outage). A re-try after a
+    wake-up that finds the database unavailable keeps waiting; only the last
+    one, at the deadline, reports it. Shutdown ends the wait with []. When
+    ``gone()`` turns true (the client hung up) the wait ends too, and leases
+    taken meanwhile are released at once rather than left to expire. Beyond
+    ``max_waiters`` a request that would have to wait gets Unavailable.
+    """
+
+    async def attempt() -> list[Lease]:
+        leases = await queue.lease_next(session, owner, max=max, ttl_s=ttl_s)
+        if leases and gone is not None and await gone():
+            for lease in leases:  # nobody would receive them
+                with contextlib.suppress(LeaseqError):
+                    await queue.release(lease.lead.id, lease.token)
+            return []
+        return leases
+
+    if wait_s <= 0:
+        return await attempt()
+    if listener.waiters >= listener.max_waiters:
+        leases = await attempt()
+        if leases:
+            return leases
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    async with listener.waiting(session) as waiter:
+        first = True
+        while True:
+            try:
+                leases = await attempt()
+            except Unavailable:
+                if first or loop.time() >= deadline:
+                    raise
+                leases = []
+            first = False
+            remaining = deadline - loop.time()
+            if leases or remaining <= 0 or listener.closed:
+                return leases
+            poll = listener.poll_interval_s * random.uniform(0.8, 1.2)
+            await waiter.wait(min(remaining, poll))
+            if listener.closed or (gone is not None and await gone()):
+                return []

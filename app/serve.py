@@ -1,0 +1,274 @@
+"""Running the service: checks before serving, the embedded PostgreSQL, uvicorn.
+
+``leaseq serve`` builds the Settings and calls ``run``. The settings reach
+uvicorn's worker processes through the ``LEASEQ_*`` environment written here,
+so one process and several serve alike: in each, uvicorn calls the factory
+``app.api.app:create_app``, which builds the API from ``Settings()`` again (its
+runtime ends the long polls the moment SIGTERM arrives).
+
+Everything the user can get wrong (a bad URL, a busy port, an unreachable or
+unmigrated database) raises ``ServeError`` with a one-line message before
+uvicorn starts. Knows nothing of the queue's SQL; prints nothing itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import json
+import resource
+import signal
+import socket
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import uvicorn
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from app import embedded, migrate
+from app.config import Settings
+from app.db import libpq_url
+
+APP_FACTORY = "app.api.app:create_app"
+
+# Longer than the idle timeout of common load balancers (60 s), so the balancer,
+# not the service, closes idle connections: no 502 from reusing a closing one.
+KEEP_ALIVE_S = 65
+# The largest request head (request line and headers) h11 buffers; bodies are
+# bounded by the API's max_body_bytes.
+MAX_HEAD_BYTES = 64 * 1024
+# Connections beyond the long polls a process holds (Settings.max_waiters).
+CONNECTION_HEADROOM = 1000
+# File descriptors kept free for the database pool, the listener and logs.
+RESERVED_FDS = 64
+
+EXIT_FAILURE = 1
+EXIT_SCHEMA = 2
+
+
+class ServeError(Exception):
+    """The service cannot start; the message is one line for the user."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to run, beyond Settings: these do not reach the application."""
+
+    migrate: bool
+    log_level: str
+    access_log: bool
+    graceful_timeout_s: int
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its type when it has no message."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
+def shown(url: str) -> str:
+    """A database URL fit to print: the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable URL>"
+
+
+def check_database_url(url: str) -> None:
+    """Raise ServeError unless ``url`` is a PostgreSQL URL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ServeError(
+            "--database-url is not a URL; expected postgresql://user:password@host:5432/dbname"
+        ) from None
+    if parsed.get_backend_name() not in ("postgres", "postgresql"):
+        raise ServeError(f"--database-url must be a postgresql:// URL, not {parsed.drivername}://")
+
+
+def check_listen_address(host: str, port: int) -> None:
+    """Raise ServeError when ``host:port`` cannot be listened on (unknown host, port in use)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            reason = (
+                "port in use" if exc.errno == errno.EADDRINUSE else exc.strerror or first_line(exc)
+            )
+            raise ServeError(f"cannot listen on {host}:{port}: {reason}") from None
+
+
+def schema_revision(url: str, connect_timeout_s: int) -> str | None:
+    """The Alembic revision of the database, None when it has no schema. Raises ServeError."""
+    try:
+        with psycopg.connect(
+            libpq_url(url), connect_timeout=connect_timeout_s, autocommit=True
+        ) as conn:
+            try:
+                row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            except psycopg.errors.UndefinedTable:
+                return None
+    except psycopg.Error as exc:
+        raise ServeError(f"cannot reach the database at {shown(url)}: {first_line(exc)}") from None
+    return None if row is None else str(row[0])
+
+
+def check_schema(url: str, revision: str | None) -> None:
+    """Raise ServeError (exit 2) unless the schema is at this code's head, saying what to run."""
+    head = migrate.head()
+    if revision == head:
+        return
+    known = {
+        script.revision
+        for script in ScriptDirectory.from_config(migrate.alembic_config()).walk_revisions()
+    }
+    upgrade = "run `leaseq db upgrade` with the same --database-url, or serve with --migrate"
+    if revision is None:
+        why = "has no leaseq schema"
+    elif revision in known:
+        why = f"schema is outdated ({revision}, this leaseq needs {head})"
+    else:
+        why = f"schema {revision} is newer than this leaseq knows (head {head})"
+        upgrade = "upgrade leaseq to the version that migrated it"
+    raise ServeError(f"the database at {shown(url)} {why}; {upgrade}", EXIT_SCHEMA)
+
+
+def upgrade_schema(url: str) -> None:
+    """Migrate to head; raise ServeError on failure."""
+    try:
+        migrate.upgrade(url)
+    except Exception as exc:  # one line, not a traceback
+        raise ServeError(f"migrating {shown(url)} failed: {first_line(exc)}") from None
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Start the embedded PostgreSQL in ``data_dir`` and migrate it; returns its URL."""
+    try:
+        url = embedded.start(data_dir)
+    except Exception as exc:  # initdb or pg_ctl failed: point at the log, no traceback
+        raise ServeError(
+            f"cannot start the embedded PostgreSQL in {data_dir}: {first_line(exc)} "
+            f"(its log: {Path(data_dir) / 'log'})"
+        ) from None
+    upgrade_schema(url)
+    return url
+
+
+def environment(settings: Settings) -> dict[str, str | None]:
+    """Settings as the ``LEASEQ_*`` variables that rebuild them (None: unset it)."""
+    env: dict[str, str | None] = {}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if value is None:
+            text = None
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | dict | tuple | set):
+            text = json.dumps(value)
+        else:
+            text = str(value)
+        env[f"LEASEQ_{name.upper()}"] = text
+    return env
+
+
+def export(settings: Settings, environ: MutableMapping[str, str]) -> None:
+    """Write ``settings`` into ``environ`` (os.environ) for the worker processes."""
+    for key, value in environment(settings).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
+
+
+def log_config(level: str) -> dict[str, Any]:
+    """uvicorn's logging, with leaseq's own loggers (``leaseq.*``) on its console at ``level``."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["leaseq"] = {
+        "handlers": ["default"],
+        "level": level.upper(),
+        "propagate": False,
+    }
+    return config
+
+
+def limit_concurrency(settings: Settings) -> int:
+    """Connections one process accepts before answering 503: its long polls plus headroom.
+
+    Kept under the open-file limit, so accept() never fails for want of descriptors.
+    """
+    wanted = settings.max_waiters + CONNECTION_HEADROOM
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - RESERVED_FDS - settings.pool_size))
+
+
+def run(
+    settings: Settings,
+    options: ServeOptions,
+    environ: MutableMapping[str, str],
+    announce: Callable[[str], None],
+) -> None:
+    """Check, start the embedded PostgreSQL if no URL is set, and serve until SIGTERM or SIGINT.
+
+    Raises ServeError before serving. The embedded PostgreSQL is stopped when
+    serving ends, however it ends.
+    """
+    check_listen_address(settings.host, settings.port)
+    # SIGTERM ends the service as Ctrl-C does. uvicorn handles both while it
+    # serves and raises the signal again once it has drained; this turns that
+    # into KeyboardInterrupt, so the `finally` below runs instead of the process
+    # dying on the spot (which would leave the embedded PostgreSQL running).
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    data_dir: Path | None = None
+    try:
+        if settings.database_url is None:
+            data_dir = settings.data_dir
+            url = start_embedded(data_dir)
+            settings = settings.model_copy(update={"database_url": url})
+            announce(f"embedded PostgreSQL: data in {data_dir}, URL {url}")
+        else:
+            url = settings.database_url
+            check_database_url(url)
+            revision = schema_revision(url, settings.connect_timeout_s)
+            if options.migrate:
+                upgrade_schema(url)
+            else:
+                check_schema(url, revision)
+        export(settings, environ)
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers,
+            log_level=options.log_level,
+            log_config=log_config(options.log_level),
+            access_log=options.access_log,
+            timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=options.graceful_timeout_s,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+            limit_concurrency=limit_concurrency(settings),
+            server_header=False,
+        )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if data_dir is not None:
+            embedded.stop(data_dir)
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,91 @@
+"""SPEC's answer shapes, checked exactly: the keys, their types, RFC 3339 UTC timestamps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+LEAD_KEYS = {
+    "id",
+    "session",
+    "priority",
+    "payload",
+    "key",
+    "status",
+    "owner",
+    "attempts",
+    "max_attempts",
+    "available_at",
+    "lease_expires_at",
+    "result",
+    "error",
+    "created_at",
+    "updated_at",
+    "depth",
+    "parent_id",
+}
+LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at"}
+COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending"}
+PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
+
+
+def timestamp(value: Any) -> datetime:
+    """An RFC 3339 timestamp in UTC (``…Z``)."""
+    assert isinstance(value, str) and value.endswith("Z"), value
+    parsed = datetime.fromisoformat(value)
+    assert parsed.utcoffset() is not None and parsed.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+    return parsed.astimezone(UTC)
+
+
+def lead(data: Any, **expected: Any) -> dict[str, Any]:
+    """A lead object: exactly SPEC's columns, never a lease token."""
+    assert isinstance(data, dict)
+    assert set(data) == LEAD_KEYS, set(data) ^ LEAD_KEYS
+    assert "lease_token" not in data and "token" not in data
+    assert isinstance(data["id"], int) and isinstance(data["payload"], dict)
+    for name in ("available_at", "created_at", "updated_at"):
+        timestamp(data[name])
+    if data["status"] == "leased":
+        timestamp(data["lease_expires_at"])
+    else:
+        assert data["lease_expires_at"] is None
+    for name, value in expected.items():
+        assert data[name] == value, (name, data[name], value)
+    return data
+
+
+def lease(data: Any, **expected: Any) -> dict[str, Any]:
+    """A lease object around a leased lead."""
+    assert isinstance(data, dict) and set(data) == LEASE_KEYS, data
+    assert isinstance(data["token"], str) and len(data["token"]) >= 16
+    assert isinstance(data["attempt"], int) and data["attempt"] >= 1
+    lead(data["lead"], status="leased", owner=data["owner"], attempts=data["attempt"])
+    assert timestamp(data["expires_at"]) == timestamp(data["lead"]["lease_expires_at"])
+    for name, value in expected.items():
+        assert data[name] == value, (name, data[name], value)
+    return data
+
+
+def counts(data: Any, **expected: int) -> dict[str, Any]:
+    assert isinstance(data, dict) and set(data) == COUNT_KEYS, data
+    assert all(isinstance(v, int) for v in data.values())
+    assert data["pending"] == data["queued"] + data["leased"]
+    want = {name: 0 for name in COUNT_KEYS - {"pending"}} | expected
+    assert {k: v for k, v in data.items() if k != "pending"} == want, (data, want)
+    return data
+
+
+def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """An RFC 9457 problem answer with SPEC's code."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert isinstance(body, dict)
+    assert {"type", "title", "status", "code"} <= set(body) <= PROBLEM_KEYS | {"errors"}, body
+    assert body["status"] == status and body["code"] == code, body
+    assert isinstance(body["type"], str) and isinstance(body["title"], str)
+    if status == 503:
+        assert int(response.headers["retry-after"]) >= 1
+    return body

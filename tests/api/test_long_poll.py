@@ -1,0 +1,224 @@
+"""Long-poll leasing: a waiting lease wakes on a push, ends empty at wait_s, holds no connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from app.api.app import create_app
+from app.config import Settings
+from tests.api import shapes
+from tests.api.conftest import Serve, listening, runtime_of, until, waiters
+
+
+async def push(client: httpx.AsyncClient, session: str, n: int = 1) -> None:
+    leads = [{"payload": {"i": i}} for i in range(n)]
+    response = await client.post(f"/sessions/{session}/leads", json={"leads": leads})
+    assert response.status_code == 201
+
+
+async def test_a_waiting_lease_returns_soon_after_a_push(serve: Serve) -> None:
+    # The slow poll is off the table (60 s): only the NOTIFY can wake the waiter in time.
+    async with serve(poll_interval_s=60) as client:
+        await listening(client)
+        waiting = asyncio.create_task(
+            client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 20})
+        )
+        await waiters(client, 1)
+        # Another client of the same app, as another worker would be.
+        transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
+        async with httpx.AsyncClient(transport=transport, base_url="http://other") as other:
+            pushed_at = time.monotonic()
+            await push(other, "s")
+        response = await asyncio.wait_for(waiting, timeout=5)
+        assert time.monotonic() - pushed_at < 1.0
+        [lease] = response.json()["leases"]
+        shapes.lease(lease, owner="w1")
+
+
+async def test_a_push_to_another_session_does_not_wake_the_waiter(serve: Serve) -> None:
+    async with serve(poll_interval_s=60) as client:
+        await listening(client)
+        waiting = asyncio.create_task(
+            client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 1})
+        )
+        await waiters(client, 1)
+        await push(client, "elsewhere")
+        response = await asyncio.wait_for(waiting, timeout=5)
+        assert response.json() == {"leases": []}
+
+
+async def test_without_work_a_waiting_lease_ends_empty_after_wait_s(
+    client: httpx.AsyncClient,
+) -> None:
+    started = time.monotonic()
+    response = await client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 1})
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200
+    assert response.json() == {"leases": []}
+    assert 0.9 <= elapsed < 2.5
+    assert runtime_of(client).listener.waiters == 0
+
+
+async def test_the_slow_poll_finds_work_without_a_notify(serve: Serve) -> None:
+    """A lead that becomes available by its delay sends no NOTIFY; the slow poll finds it."""
+    async with serve(poll_interval_s=0.2) as client:
+        response = await client.post(
+            "/sessions/s/leads", json={"leads": [{"payload": {}, "delay_s": 0.5}]}
+        )
+        assert response.status_code == 201
+        started = time.monotonic()
+        leased = await client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 5})
+        assert len(leased.json()["leases"]) == 1
+        assert time.monotonic() - started < 2.0
+
+
+async def test_waiters_still_wake_when_the_listener_cannot_connect(serve: Serve) -> None:
+    async with serve(
+        listen_database_url="postgresql://postgres@127.0.0.1:1/nowhere", poll_interval_s=0.2
+    ) as client:
+        waiting = asyncio.create_task(
+            client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 5})
+        )
+        await waiters(client, 1)
+        assert not runtime_of(client).listener.connected
+        await push(client, "s")
+        response = await asyncio.wait_for(waiting, timeout=2)
+        assert len(response.json()["leases"]) == 1
+
+
+@pytest.mark.slow
+async def test_many_waiters_hold_no_pooled_connection(serve: Serve) -> None:
+    async with serve(pool_size=5) as client:
+        await listening(client)
+        tasks = [
+            asyncio.create_task(
+                client.post("/lease", json={"session": "hot", "owner": f"w{i}", "wait_s": 10})
+            )
+            for i in range(200)
+        ]
+        await waiters(client, 200)
+        # Once their first lease_next has answered, the waiters hold no connection at all.
+        pool = runtime_of(client).engine.pool
+        await until(lambda: pool.checkedout() == 0)  # type: ignore[attr-defined]
+
+        # The pool (5 connections) is free for everyone else meanwhile.
+        started = time.monotonic()
+        stats = await client.get("/sessions/hot/stats")
+        assert stats.status_code == 200
+        assert time.monotonic() - started < 1.0
+        assert runtime_of(client).listener.waiters == 200
+
+        # 200 leads for 200 waiters: each lead handed out exactly once.
+        await push(client, "hot", 200)
+        responses = await asyncio.wait_for(asyncio.gather(*tasks), timeout=15)
+        assert all(r.status_code == 200 for r in responses)
+        ids = [lease["lead"]["id"] for r in responses for lease in r.json()["leases"]]
+        assert len(ids) == 200 and len(set(ids)) == 200
+        shapes.counts((await client.get("/sessions/hot/stats")).json(), leased=200)
+
+
+async def test_waiters_beyond_the_bound_get_503(serve: Serve) -> None:
+    async with serve(max_waiters=2) as client:
+        body = {"session": "s", "owner": "w1", "wait_s": 2}
+        held = [asyncio.create_task(client.post("/lease", json=body)) for _ in range(2)]
+        await waiters(client, 2)
+        refused = await client.post("/lease", json=body)
+        shapes.problem(refused, 503, "unavailable")
+        # A lease that does not wait needs no slot.
+        immediate = await client.post("/lease", json=body | {"wait_s": 0})
+        assert immediate.status_code == 200
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+
+
+async def test_shutdown_ends_waiting_leases_at_once(api_settings: Settings) -> None:
+    app = create_app(api_settings)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://leaseq.test") as client:
+        async with app.router.lifespan_context(app):
+            client.app = app  # type: ignore[attr-defined]
+            waiting = asyncio.create_task(
+                client.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 20})
+            )
+            await waiters(client, 1)
+            stopping = time.monotonic()
+        response = await asyncio.wait_for(waiting, timeout=1.0)
+        assert time.monotonic() - stopping < 1.0
+        assert response.status_code == 200
+        assert response.json() == {"leases": []}
+
+
+@asynccontextmanager
+async def uvicorn_serving(app: FastAPI) -> AsyncIterator[tuple[uvicorn.Server, str]]:
+    """The app behind a real uvicorn in this process; yields the server and its URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, lifespan="on", log_level="warning", ws="none", http="h11")
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await until(lambda: server.started)
+        yield server, "http://{}:{}".format(*sock.getsockname())
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
+
+
+async def test_a_client_that_hangs_up_while_waiting_takes_no_lead(api_settings: Settings) -> None:
+    """A worker killed mid-poll must not leave a lead leased to nobody."""
+    app = create_app(api_settings.model_copy(update={"poll_interval_s": 0.2}))
+    async with uvicorn_serving(app) as (_, url):
+        async with httpx.AsyncClient(base_url=url) as worker:
+            poll = asyncio.create_task(
+                worker.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 10})
+            )
+            await until(lambda: app.state.runtime.listener.waiters == 1)
+            poll.cancel()  # the connection closes mid-request
+            with contextlib.suppress(asyncio.CancelledError):
+                await poll
+        async with httpx.AsyncClient(base_url=url) as producer:
+            await push(producer, "s")
+            await until(lambda: app.state.runtime.listener.waiters == 0)
+            stats = (await producer.get("/sessions/s/stats")).json()
+            shapes.counts(stats, queued=1)
+
+
+async def test_sigterm_ends_waiting_leases_before_the_server_drains(
+    api_settings: Settings,
+) -> None:
+    """uvicorn waits for open requests before the lifespan shutdown; SIGTERM must not wait 20 s."""
+    received: list[int] = []
+
+    def test_handler(signum: int, frame: object) -> None:
+        received.append(signum)  # uvicorn re-raises the signal once it has stopped
+
+    before = signal.signal(signal.SIGTERM, test_handler)
+    try:
+        app = create_app(api_settings)
+        async with uvicorn_serving(app) as (server, url), httpx.AsyncClient(base_url=url) as worker:
+            poll = asyncio.create_task(
+                worker.post("/lease", json={"session": "s", "owner": "w1", "wait_s": 20})
+            )
+            await until(lambda: app.state.runtime.listener.waiters == 1)
+            os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's handler, with ours in front
+            response = await asyncio.wait_for(poll, timeout=2)
+            assert response.json() == {"leases": []}
+            await until(lambda: server.should_exit)
+        assert signal.getsignal(signal.SIGTERM) is test_handler  # every handler restored
+        assert received == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, before)

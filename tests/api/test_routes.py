@@ -1,0 +1,438 @@
+"""Every endpoint through HTTP: its success answer in SPEC's shape, and its refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import httpx
+
+from tests.api import shapes
+from tests.api.conftest import runtime_of
+
+
+async def push(client: httpx.AsyncClient, session: str, *leads: dict[str, Any]) -> list[int]:
+    response = await client.post(f"/sessions/{session}/leads", json={"leads": list(leads)})
+    assert response.status_code == 201, response.text
+    ids: list[int] = response.json()["ids"]
+    return ids
+
+
+async def lease_one(client: httpx.AsyncClient, session: str, **body: Any) -> dict[str, Any]:
+    response = await client.post("/lease", json={"session": session, "owner": "w1", **body})
+    assert response.status_code == 200, response.text
+    [lease] = response.json()["leases"]
+    return shapes.lease(lease)
+
+
+# -- push ----------------------------------------------------------------------
+
+
+async def test_push_answers_ids_created_and_duplicates(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/sessions/s1/leads",
+        json={
+            "leads": [
+                {"payload": {"url": "a"}},
+                {
+                    "payload": {"url": "b"},
+                    "priority": 3,
+                    "key": "k",
+                    "depth": 1,
+                    "max_attempts": 2,
+                    "delay_s": 0,
+                },
+                {"payload": {"url": "c"}, "key": "k"},
+            ]
+        },
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert set(body) == {"ids", "created", "duplicates"}
+    first, second, third = body["ids"]
+    assert (body["created"], body["duplicates"]) == (2, 1)
+    assert third == second > first
+
+    again = await client.post(
+        "/sessions/s1/leads", json={"leads": [{"payload": {}, "key": "k", "parent_id": first}]}
+    )
+    assert again.status_code == 201
+    assert again.json() == {"ids": [second], "created": 0, "duplicates": 1}
+
+    lead = shapes.lead((await client.get(f"/leads/{second}")).json())
+    assert lead == lead | {
+        "session": "s1",
+        "priority": 3,
+        "payload": {"url": "b"},
+        "key": "k",
+        "status": "queued",
+        "owner": None,
+        "attempts": 0,
+        "max_attempts": 2,
+        "depth": 1,
+        "parent_id": None,
+        "result": None,
+        "error": None,
+    }
+
+
+# -- lease, renew, complete, release --------------------------------------------
+
+
+async def test_lease_hands_out_highest_priority_first(client: httpx.AsyncClient) -> None:
+    low, high = await push(client, "s", {"payload": {"n": 1}}, {"payload": {"n": 2}, "priority": 5})
+    response = await client.post(
+        "/lease", json={"session": "s", "owner": "w1", "max": 5, "ttl_s": 60, "wait_s": 0}
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert set(body) == {"leases"}
+    leases = [shapes.lease(item, owner="w1", attempt=1) for item in body["leases"]]
+    assert [item["lead"]["id"] for item in leases] == [high, low]
+    expires = shapes.timestamp(leases[0]["expires_at"])
+    now = await runtime_of(client).queue.db_now()
+    assert timedelta(seconds=55) < expires - now <= timedelta(seconds=60)
+
+    empty = await client.post("/lease", json={"session": "s", "owner": "w1"})
+    assert empty.status_code == 200
+    assert empty.json() == {"leases": []}
+
+
+async def test_lease_without_ttl_uses_the_configured_default(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s")
+    now = await runtime_of(client).queue.db_now()
+    assert shapes.timestamp(lease["expires_at"]) - now > timedelta(seconds=290)  # 300 s default
+
+
+async def test_renew_extends_and_a_lost_lease_answers_409(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s", ttl_s=10)
+    lead_id, token = lease["lead"]["id"], lease["token"]
+
+    renewed = await client.post("/renew", json={"lead_id": lead_id, "token": token, "ttl_s": 600})
+    assert renewed.status_code == 200
+    assert set(renewed.json()) == {"expires_at"}
+    assert shapes.timestamp(renewed.json()["expires_at"]) > shapes.timestamp(lease["expires_at"])
+
+    wrong = await client.post("/renew", json={"lead_id": lead_id, "token": "not-the-token"})
+    shapes.problem(wrong, 409, "lease_lost")
+
+
+async def test_renew_batch_answers_in_the_order_given(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}}, {"payload": {}})
+    a = await lease_one(client, "s")
+    b = await lease_one(client, "s")
+    response = await client.post(
+        "/renew/batch",
+        json={
+            "items": [
+                {"lead_id": b["lead"]["id"], "token": b["token"], "ttl_s": 100},
+                {"lead_id": a["lead"]["id"], "token": "stale"},
+                {"lead_id": a["lead"]["id"], "token": a["token"]},
+            ]
+        },
+    )
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [set(r) for r in results] == [
+        {"lead_id", "ok", "expires_at"},
+        {"lead_id", "ok", "code"},
+        {"lead_id", "ok", "expires_at"},
+    ]
+    assert results[1] == {"lead_id": a["lead"]["id"], "ok": False, "code": "lease_lost"}
+    assert [r["lead_id"] for r in results] == [b["lead"]["id"], a["lead"]["id"], a["lead"]["id"]]
+    assert results[0]["ok"] and results[2]["ok"]
+    shapes.timestamp(results[0]["expires_at"])
+
+
+async def test_complete_finishes_once_and_then_answers_lease_lost(
+    client: httpx.AsyncClient,
+) -> None:
+    await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s")
+    body = {"lead_id": lease["lead"]["id"], "token": lease["token"], "result": {"rows": [1, 2]}}
+
+    done = await client.post("/complete", json=body)
+    assert done.status_code == 200
+    assert set(done.json()) == {"lead"}
+    shapes.lead(done.json()["lead"], status="done", result={"rows": [1, 2]}, owner="w1")
+
+    shapes.problem(await client.post("/complete", json=body), 409, "lease_lost")
+    not_for_renew = await client.post("/renew", json=body | {"result": None})
+    shapes.problem(not_for_renew, 422, "validation_error")
+
+
+async def test_complete_as_failed_or_cached(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}}, {"payload": {}})
+    a = await lease_one(client, "s")
+    b = await lease_one(client, "s")
+    failed = await client.post(
+        "/complete",
+        json={"lead_id": a["lead"]["id"], "token": a["token"], "status": "failed", "error": "boom"},
+    )
+    shapes.lead(failed.json()["lead"], status="failed", error="boom")
+    cached = await client.post(
+        "/complete", json={"lead_id": b["lead"]["id"], "token": b["token"], "status": "cached"}
+    )
+    shapes.lead(cached.json()["lead"], status="cached")
+    shapes.counts((await client.get("/sessions/s/stats")).json(), failed=1, cached=1)
+
+
+async def test_complete_batch_answers_in_the_order_given(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}}, {"payload": {}})
+    a = await lease_one(client, "s")
+    b = await lease_one(client, "s")
+    response = await client.post(
+        "/complete/batch",
+        json={
+            "items": [
+                {"lead_id": a["lead"]["id"], "token": a["token"], "result": {"x": 1}},
+                {"lead_id": b["lead"]["id"], "token": "stale", "status": "failed"},
+                {"lead_id": b["lead"]["id"], "token": b["token"], "status": "cached"},
+            ]
+        },
+    )
+    assert response.status_code == 200
+    assert response.json() == {
+        "results": [
+            {"lead_id": a["lead"]["id"], "ok": True},
+            {"lead_id": b["lead"]["id"], "ok": False, "code": "lease_lost"},
+            {"lead_id": b["lead"]["id"], "ok": True},
+        ]
+    }
+    shapes.counts((await client.get("/sessions/s/stats")).json(), done=1, cached=1)
+
+
+async def test_release_queues_the_lead_again(client: httpx.AsyncClient) -> None:
+    [lead_id] = await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s")
+    body = {"lead_id": lead_id, "token": lease["token"], "delay_s": 0}
+
+    released = await client.post("/release", json=body)
+    assert released.status_code == 200
+    shapes.lead(released.json()["lead"], status="queued", attempts=1)
+    shapes.problem(await client.post("/release", json=body), 409, "lease_lost")
+
+    again = await lease_one(client, "s")
+    assert (again["lead"]["id"], again["attempt"]) == (lead_id, 2)
+
+
+async def test_release_with_a_delay_hides_the_lead(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s")
+    body = {"lead_id": lease["lead"]["id"], "token": lease["token"], "delay_s": 3600}
+    assert (await client.post("/release", json=body)).status_code == 200
+    empty = await client.post("/lease", json={"session": "s", "owner": "w1"})
+    assert empty.json() == {"leases": []}
+
+
+# -- sweep ---------------------------------------------------------------------
+
+
+async def test_sweep_requeues_expired_leases_of_a_session_or_all(
+    client: httpx.AsyncClient,
+) -> None:
+    await push(client, "a", {"payload": {}})
+    await push(client, "b", {"payload": {}, "max_attempts": 1})
+    a = await lease_one(client, "a", ttl_s=1)
+    await lease_one(client, "b", ttl_s=1)
+    nothing = await client.post("/sweep", json={"session": "a"})
+    assert nothing.json() == {"requeued": 0, "failed": 0}
+
+    # The leases expire on the database clock after a second.
+    swept = await _sweep_until(client, {"session": "a"}, lambda total: total["requeued"] >= 1)
+    assert swept == {"requeued": 1, "failed": 0}
+    shapes.lead((await client.get(f"/leads/{a['lead']['id']}")).json(), status="queued")
+    shapes.counts((await client.get("/sessions/b/stats")).json(), leased=1)
+
+    swept = await _sweep_until(client, {"all": True}, lambda total: total["failed"] >= 1)
+    assert swept == {"requeued": 0, "failed": 1}
+    shapes.counts((await client.get("/sessions/b/stats")).json(), failed=1)
+
+
+async def _sweep_until(
+    client: httpx.AsyncClient, body: dict[str, Any], done: Callable[[dict[str, int]], bool]
+) -> dict[str, int]:
+    """POST /sweep, summing answers, until ``done`` (leases of ttl 1 s expire on their own)."""
+    total = {"requeued": 0, "failed": 0}
+    async with asyncio.timeout(5):
+        while not done(total):
+            response = await client.post("/sweep", json=body)
+            assert response.status_code == 200
+            total = {k: total[k] + v for k, v in response.json().items()}
+            await asyncio.sleep(0.1)
+    return total
+
+
+# -- stats, report, leads --------------------------------------------------------
+
+
+async def test_stats_per_session_and_all(client: httpx.AsyncClient) -> None:
+    shapes.counts((await client.get("/sessions/nobody/stats")).json())
+    await push(client, "a", {"payload": {}}, {"payload": {}})
+    await push(client, "b", {"payload": {}})
+    await lease_one(client, "a")
+
+    shapes.counts((await client.get("/sessions/a/stats")).json(), queued=1, leased=1)
+    body = (await client.get("/stats")).json()
+    assert set(body) == {"sessions", "total"}
+    assert set(body["sessions"]) == {"a", "b"}
+    shapes.counts(body["sessions"]["a"], queued=1, leased=1)
+    shapes.counts(body["sessions"]["b"], queued=1)
+    shapes.counts(body["total"], queued=2, leased=1)
+
+
+async def test_report_audits_the_ledger(client: httpx.AsyncClient) -> None:
+    await push(client, "s", *({"payload": {"i": i}} for i in range(3)))
+    done = await lease_one(client, "s")
+    released = await lease_one(client, "s")
+    expired = await lease_one(client, "s", ttl_s=1)
+    await client.post("/complete", json={"lead_id": done["lead"]["id"], "token": done["token"]})
+    await client.post(
+        "/release", json={"lead_id": released["lead"]["id"], "token": released["token"]}
+    )
+    queue = runtime_of(client).queue
+    await queue.sweep("s", now=await queue.db_now() + timedelta(seconds=5))
+    assert expired["lead"]["id"] not in (done["lead"]["id"], released["lead"]["id"])
+
+    response = await client.get("/sessions/s/report")
+    assert response.status_code == 200
+    assert response.json() == {
+        "leads": 3,
+        "pushed": 3,
+        "leases": 3,
+        "completed": 1,
+        "completions": 1,
+        "double_completions": 0,
+        "overlapping_leases": 0,
+        "wasted_attempts": 2,
+        "expired": 1,
+        "released": 1,
+        "cancelled": 0,
+        "retried": 0,
+    }
+    empty = (await client.get("/sessions/other/report")).json()
+    assert set(empty.values()) == {0}
+
+
+async def test_get_lead_and_unknown_lead(client: httpx.AsyncClient) -> None:
+    [lead_id] = await push(client, "s", {"payload": {"a": [1, {"b": None}]}, "key": "x"})
+    response = await client.get(f"/leads/{lead_id}")
+    assert response.status_code == 200
+    shapes.lead(response.json(), id=lead_id, payload={"a": [1, {"b": None}]}, key="x")
+
+    lease = await lease_one(client, "s")
+    leased = shapes.lead((await client.get(f"/leads/{lead_id}")).json(), status="leased")
+    assert lease["token"] not in str(leased)
+
+    shapes.problem(await client.get(f"/leads/{lead_id + 1000}"), 404, "not_found")
+
+
+async def test_cancel_fails_a_lead_and_its_lease_is_lost(client: httpx.AsyncClient) -> None:
+    [lead_id, queued_id] = await push(client, "s", {"payload": {}}, {"payload": {}})
+    lease = await lease_one(client, "s")
+    assert lease["lead"]["id"] == lead_id
+
+    cancelled = await client.post(f"/leads/{lead_id}/cancel")
+    assert cancelled.status_code == 200
+    shapes.lead(cancelled.json(), status="failed", error="cancelled")
+    body = {"lead_id": lead_id, "token": lease["token"]}
+    shapes.problem(await client.post("/renew", json=body), 409, "lease_lost")
+    shapes.problem(await client.post("/complete", json=body), 409, "lease_lost")
+
+    shapes.lead((await client.post(f"/leads/{queued_id}/cancel")).json(), status="failed")
+    shapes.problem(await client.post(f"/leads/{lead_id}/cancel"), 409, "conflict")
+    shapes.problem(await client.post("/leads/999999/cancel"), 404, "not_found")
+
+
+async def test_retry_replays_a_failed_lead_only(client: httpx.AsyncClient) -> None:
+    [lead_id] = await push(client, "s", {"payload": {}})
+    shapes.problem(await client.post(f"/leads/{lead_id}/retry"), 409, "conflict")
+    lease = await lease_one(client, "s")
+    await client.post(
+        "/complete", json={"lead_id": lead_id, "token": lease["token"], "status": "failed"}
+    )
+
+    retried = await client.post(f"/leads/{lead_id}/retry")
+    assert retried.status_code == 200
+    shapes.lead(retried.json(), status="queued", error=None)
+    again = await lease_one(client, "s")
+    assert (again["lead"]["id"], again["attempt"]) == (lead_id, 2)
+    shapes.problem(await client.post("/leads/999999/retry"), 404, "not_found")
+
+
+# -- probes, metrics, dashboard, openapi ---------------------------------------------
+
+
+async def test_healthz_and_readyz(client: httpx.AsyncClient) -> None:
+    health = await client.get("/healthz")
+    assert (health.status_code, health.json()) == (200, {"status": "ok"})
+    ready = await client.get("/readyz")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+
+async def test_metrics_count_the_queue_operations(client: httpx.AsyncClient) -> None:
+    await push(client, "s", {"payload": {}})
+    lease = await lease_one(client, "s")
+    await client.post("/renew", json={"lead_id": lease["lead"]["id"], "token": "stale"})
+    await client.post("/complete", json={"lead_id": lease["lead"]["id"], "token": lease["token"]})
+
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    for name in (
+        "leaseq_leases_total ",
+        "leaseq_renewals_total ",
+        'leaseq_lost_leases_total{operation="renew"} ',
+        'leaseq_completions_total{status="done"} ',
+        'leaseq_sweeps_total{trigger="boot"} ',
+        "leaseq_long_poll_waiters ",
+        'leaseq_request_duration_seconds_count{method="POST",route="/lease",status="200"} ',
+        'route="/sessions/{session}/leads"',
+    ):
+        assert name in text, name
+
+
+async def test_dashboard_lists_the_sessions(client: httpx.AsyncClient) -> None:
+    await push(client, "crawl-1", {"payload": {}})
+    response = await client.get("/dashboard")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert "crawl-1" in response.text
+
+
+async def test_openapi_describes_every_route_with_its_limits(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    assert set(spec["paths"]) == {
+        "/sessions/{session}/leads",
+        "/lease",
+        "/renew",
+        "/renew/batch",
+        "/complete",
+        "/complete/batch",
+        "/release",
+        "/sweep",
+        "/sessions/{session}/stats",
+        "/stats",
+        "/sessions/{session}/report",
+        "/leads/{lead_id}",
+        "/leads/{lead_id}/cancel",
+        "/leads/{lead_id}/retry",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/dashboard",
+    }
+    lease_in = spec["components"]["schemas"]["LeaseIn"]["properties"]
+    assert (lease_in["max"]["minimum"], lease_in["max"]["maximum"]) == (1, 100)
+    assert lease_in["wait_s"]["maximum"] == 30
+    push_in = spec["components"]["schemas"]["PushIn"]["properties"]["leads"]
+    assert push_in["maxItems"] == 1000
+    assert "lease_token" not in str(spec["components"]["schemas"]["LeadOut"])
+    renew = spec["paths"]["/renew"]["post"]["responses"]
+    assert "application/problem+json" in renew["409"]["content"]
+    assert (await client.get("/docs")).status_code == 200

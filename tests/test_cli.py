@@ -1,0 +1,166 @@
+"""The ``leaseq`` client verbs (push, stats, sweep) against a real ``leaseq serve`` process.
+
+Each verb runs as a subprocess; failures must be one line on stderr and a
+non-zero exit. The only sleep lets a 1 s lease expire before a sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.serving import Service, Services, free_port, leaseq
+
+pytestmark = pytest.mark.service
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    running = Services(tmp_path)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def service(services: Services, database_url: str) -> Service:
+    return services.start("--sweep-interval", "3600", database_url=database_url)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def test_push_from_a_file(service: Service, tmp_path: Path) -> None:
+    leads = tmp_path / "leads.jsonl"
+    leads.write_text(
+        '{"url": "https://a.example"}\n'
+        "\n"
+        '{"payload": {"url": "https://b.example"}, "priority": 5, "key": "b"}\n'
+        '{"payload": {"url": "https://b.example"}, "key": "b"}\n'
+        '{"payload": "not an object, so this whole line is the payload"}\n'
+    )
+    pushed = leaseq("push", "--session", "crawl", str(leads), "--url", service.url)
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.strip() == ("4 leads to session crawl: 3 created, 1 duplicate; ids 1-3")
+
+    with service.client() as http:
+        first = http.get("/leads/1").json()
+        assert first["payload"] == {"url": "https://a.example"} and first["priority"] == 0
+        second = http.get("/leads/2").json()
+        assert second["payload"] == {"url": "https://b.example"} and second["priority"] == 5
+        assert second["key"] == "b"
+        third = http.get("/leads/3").json()
+        assert third["payload"] == {"payload": "not an object, so this whole line is the payload"}
+
+
+def test_push_from_stdin_in_batches(service: Service) -> None:
+    lines = "".join(json.dumps({"n": i}) + "\n" for i in range(2500))
+    pushed = leaseq("push", "-s", "big", "--json", "--url", service.url, input=lines)
+    assert pushed.returncode == 0, pushed.stderr
+    answer = json.loads(pushed.stdout)
+    assert answer["created"] == 2500 and answer["duplicates"] == 0
+    assert answer["ids"] == list(range(1, 2501))  # in input order, over three batches
+
+    stats = leaseq("stats", "--session", "big", "--json", "--url", service.url)
+    assert json.loads(stats.stdout)["queued"] == 2500
+
+
+def test_stats_table(service: Service) -> None:
+    leaseq("push", "-s", "alpha", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
+    leaseq("push", "-s", "beta", "--url", service.url, input='{"x": 3}\n')
+
+    table = leaseq("stats", "--url", service.url)
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines() if line.strip()}
+    assert rows["session"] == ["queued", "leased", "done", "failed", "cached", "pending"]
+    assert rows["alpha"] == ["2", "0", "0", "0", "0", "2"]
+    assert rows["beta"] == ["1", "0", "0", "0", "0", "1"]
+    assert rows["total"] == ["3", "0", "0", "0", "0", "3"]
+
+    one = leaseq("stats", "--session", "alpha", "--url", service.url)
+    assert "alpha" in one.stdout and "beta" not in one.stdout
+
+    every = json.loads(leaseq("stats", "--json", "--url", service.url).stdout)
+    assert every["total"]["pending"] == 3 and set(every["sessions"]) == {"alpha", "beta"}
+
+
+def test_sweep_requeues_expired_leases(service: Service) -> None:
+    leaseq("push", "-s", "s", "--url", service.url, input='{"x": 1}\n')
+    with service.client() as http:
+        answer = http.post("/lease", json={"session": "s", "owner": "w", "ttl_s": 1})
+        assert len(answer.json()["leases"]) == 1
+    time.sleep(1.2)  # just over the ttl
+
+    swept = leaseq("sweep", "--session", "other", "--url", service.url)
+    assert swept.stdout.strip() == "swept session other: 0 requeued, 0 failed"
+    swept = leaseq("sweep", "--session", "s", "--url", service.url)
+    assert swept.returncode == 0, swept.stderr
+    assert swept.stdout.strip() == "swept session s: 1 requeued, 0 failed"
+    swept = leaseq("sweep", "--all", "--url", service.url)
+    assert swept.stdout.strip() == "swept every session: 0 requeued, 0 failed"
+
+
+def test_sweep_wants_a_session_or_all() -> None:
+    for args in ([], ["--session", "s", "--all"]):
+        result = leaseq("sweep", *args, "--url", "http://127.0.0.1:9")
+        assert result.returncode == 2
+        assert "--session NAME or --all" in one_error_line(result.stderr)
+
+
+def test_errors_are_one_line(service: Service) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    for args in (["stats"], ["sweep", "--all"], ["push", "-s", "s"]):
+        result = leaseq(*args, "--url", down, input='{"x": 1}\n')
+        assert result.returncode == 1, result
+        assert f"cannot reach leaseq at {down}" in one_error_line(result.stderr)
+
+    for verb in ("push", "stats", "sweep"):
+        bad = leaseq(verb, "-s", "no/slashes!", "--url", service.url, input='{"x": 1}\n')
+        assert bad.returncode == 1
+        assert "session 'no/slashes!': must match" in one_error_line(bad.stderr)
+
+    invalid = '{"payload": {"x": 1}, "priority": "high"}\n'
+    refused = leaseq("push", "-s", "s", "--url", service.url, input=invalid)
+    assert refused.returncode == 1
+    assert "422 validation_error: " in one_error_line(refused.stderr)
+    assert "priority" in refused.stderr
+
+    not_json = leaseq("push", "-s", "s", "--url", service.url, input='{"x": 1}\n{"x": \n')
+    assert not_json.returncode == 1
+    assert one_error_line(not_json.stderr).startswith("error: line 2: not JSON")
+    not_object = leaseq("push", "-s", "s", "--url", service.url, input="[1, 2]\n")
+    assert "line 1: expected a JSON object" in one_error_line(not_object.stderr)
+
+
+def test_token(services: Services, database_url: str) -> None:
+    service = services.start("--token", "s3cret", "--token", "other", database_url=database_url)
+    refused = leaseq("stats", "--url", service.url)
+    assert refused.returncode == 1
+    assert "401 unauthorized" in one_error_line(refused.stderr)
+    assert leaseq("stats", "--url", service.url, "--token", "s3cret").returncode == 0
+    by_env = leaseq("stats", "--url", service.url, env={"LEASEQ_TOKEN": "other"})
+    assert by_env.returncode == 0, by_env.stderr
+
+
+def test_url_from_the_environment(service: Service) -> None:
+    result = leaseq("stats", "--json", env={"LEASEQ_URL": service.url})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sessions"] == {}
+
+
+def test_help() -> None:
+    top = leaseq("--help")
+    assert top.returncode == 0
+    for verb in ("serve", "push", "stats", "sweep", "db"):
+        assert verb in top.stdout
+    for verb in ("serve", "push", "stats", "sweep"):
+        page = leaseq(verb, "--help")
+        assert page.returncode == 0, page.stderr
+        assert f"leaseq {verb}" in page.stdout  # the usage line and the examples

@@ -1,0 +1,126 @@
+"""The ledger's audit (app.report): what a healthy history gives, and what a broken one shows."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.errors import Conflict, InvalidInput
+from app.model import NewLead
+from app.queue import Queue
+from app.report import Report, report
+from tests.support import T0, at
+
+
+async def test_a_healthy_history(queue: Queue) -> None:
+    [a, b, c] = (await queue.push("s", [NewLead({"i": i}) for i in range(3)], now=T0)).ids
+    first = await queue.lease_next("s", "w1", max=3, ttl_s=10, now=at(1))
+    by_id = {lease.lead.id: lease for lease in first}
+    await queue.complete(a, by_id[a].token, now=at(2))
+    await queue.release(b, by_id[b].token, now=at(3))
+    await queue.sweep("s", now=at(20))  # c expired at 11
+    again = await queue.lease_next("s", "w2", max=2, ttl_s=10, now=at(21))
+    for lease in again:
+        await queue.complete(lease.lead.id, lease.token, status="cached", now=at(22))
+    with pytest.raises(Conflict):  # already cached: refused, nothing written
+        await queue.cancel(c, now=at(23))
+    assert {lease.lead.id for lease in again} == {b, c}
+
+    found = await report(queue, "s")
+
+    assert found == Report(
+        leads=3,
+        pushed=3,
+        leases=5,
+        completed=3,
+        completions=3,
+        double_completions=0,
+        overlapping_leases=0,
+        wasted_attempts=2,  # b released, c expired
+        expired=1,
+        released=1,
+    )
+
+
+async def test_an_unknown_session_is_all_zero(queue: Queue) -> None:
+    assert await report(queue, "nobody") == Report()
+    with pytest.raises(InvalidInput):
+        await report(queue, "not a session")
+
+
+async def _event(
+    engine: AsyncEngine,
+    lead_id: int,
+    event: str,
+    attempt: int,
+    at_s: float,
+    expires_s: float | None = None,
+) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, "
+                "expires_at) VALUES (:lead_id, 'bad', :event, 'x', :attempt, 'w', :at, :expires)"
+            ),
+            {
+                "lead_id": lead_id,
+                "event": event,
+                "attempt": attempt,
+                "at": at(at_s),
+                "expires": None if expires_s is None else at(expires_s),
+            },
+        )
+
+
+async def test_a_broken_history_shows_its_faults(queue: Queue, engine: AsyncEngine) -> None:
+    """A ledger written by a queue that broke its promises (rows inserted by hand)."""
+    # Lead 1: attempt 2 leased at 5, while attempt 1 was valid until 10.
+    await _event(engine, 1, "leased", 1, 0, expires_s=10)
+    await _event(engine, 1, "leased", 2, 5, expires_s=15)
+    await _event(engine, 1, "expired", 1, 20, expires_s=10)
+    # Lead 2: completed twice.
+    await _event(engine, 2, "leased", 1, 0, expires_s=10)
+    await _event(engine, 2, "completed", 1, 1)
+    await _event(engine, 2, "completed", 1, 2)
+    # Lead 3: healthy — released, leased again after, completed.
+    await _event(engine, 3, "leased", 1, 0, expires_s=10)
+    await _event(engine, 3, "released", 1, 1)
+    await _event(engine, 3, "leased", 2, 2, expires_s=12)
+    await _event(engine, 3, "completed", 2, 3)
+    # Lead 4: leased again with no end of the first lease recorded at all.
+    await _event(engine, 4, "leased", 1, 0, expires_s=10)
+    await _event(engine, 4, "leased", 2, 30, expires_s=40)
+
+    found = await report(queue, "bad")
+
+    assert asdict(found) == asdict(
+        Report(
+            leads=4,
+            leases=7,
+            completed=2,
+            completions=3,
+            double_completions=1,
+            overlapping_leases=2,
+            wasted_attempts=2,  # lead 1's expired first lease, lead 3's released one
+            expired=1,
+            released=1,
+        )
+    )
+
+
+async def test_a_dead_letter_replay_is_not_a_double_completion(queue: Queue) -> None:
+    """Failed, retried by an operator and completed again: SPEC invariant 4 allows it."""
+    [lead] = (await queue.push("s", [NewLead({})], now=T0)).ids
+    [first] = await queue.lease_next("s", "w1", ttl_s=10, now=at(1))
+    await queue.complete(lead, first.token, status="failed", error="boom", now=at(2))
+    await queue.retry(lead, now=at(3))
+    [second] = await queue.lease_next("s", "w2", ttl_s=10, now=at(4))
+    await queue.complete(lead, second.token, now=at(5))
+
+    found = await report(queue, "s")
+
+    assert (found.completed, found.completions, found.double_completions) == (1, 2, 0)
+    assert (found.retried, found.overlapping_leases, found.wasted_attempts) == (1, 0, 0)

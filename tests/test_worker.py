@@ -1,0 +1,491 @@
+"""The work loop and ``leaseq worker`` against a real ``leaseq serve`` process.
+
+Most tests share one service (and database) per module, each in a session of
+its own; the test that restarts the service has its own. Workers run in this
+process (``Worker``) or as ``leaseq worker`` subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.client import AsyncClient, RetryPolicy
+from app.model import Counts, NewLead
+from app.worker import LOST, Cached, Job, Worker, run_worker
+from tests.serving import ROOT, Service, Services, child_env, free_port
+from tests.worker_support import RecordingTransport, alive, completions, fresh_database, ledger
+
+pytestmark = pytest.mark.service
+
+HANDLER = [sys.executable, "tests/handle_lead.py"]
+FAST_RETRY = RetryPolicy(attempts=3, base_s=0.05, max_s=0.2)
+FAST_SWEEPS = {"LEASEQ_SWEEP_INTERVAL_S": "0.3"}  # expired leases come back quickly
+
+
+@pytest.fixture(scope="module")
+def db_url(server_url: str, template_db: str) -> Iterator[str]:
+    """One database for the module's service; each test works in a session of its own."""
+    with fresh_database(server_url, template_db) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def service(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    running = Services(tmp_path_factory.mktemp("serve"))
+    try:
+        yield running.start(database_url=db_url, env=FAST_SWEEPS)
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def session() -> str:
+    return f"s-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def client(service: Service) -> Any:
+    async with AsyncClient(service.url) as client:
+        yield client
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+    """Poll ``check`` until it holds; fail after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not await check():  # noqa: ASYNC110 (the state is in another process)
+            await asyncio.sleep(0.05)
+
+
+async def run_until(worker: Worker, check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Run ``worker`` until ``check()`` holds, then stop it (no grace) and wait for the end."""
+    task = asyncio.create_task(worker.run())
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not check():
+                assert not task.done(), "the worker ended early"
+                await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        async with asyncio.timeout(10):
+            await task
+
+
+async def quick(job: Job) -> dict[str, Any]:
+    return {"by": "quick", "attempt": job.attempt}
+
+
+def start_worker(
+    service: Service, session: str, args: list[str], log: Path
+) -> subprocess.Popen[bytes]:
+    """``leaseq worker`` as a subprocess (run from the repo root, logs to ``log``)."""
+    argv = [sys.executable, "-m", "app.cli", "worker", "--url", service.url, "-s", session, *args]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=child_env()
+        )
+
+
+async def exited(process: subprocess.Popen[bytes], log: Path, timeout_s: float = 15.0) -> int:
+    """Wait for the subprocess to exit; its return code."""
+    try:
+        return await asyncio.to_thread(process.wait, timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"worker still running:\n{tail(log)}") from None
+
+
+def tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+def pids(folder: Path) -> list[int]:
+    """Every pid the ``hang`` handler recorded in ``folder``."""
+    return [int(pid) for f in folder.glob("*.pids") for pid in f.read_text().split()]
+
+
+def kill_leftovers(folder: Path) -> None:
+    """SIGKILL processes the tests started that may still run (a kill -9'd worker's children)."""
+    for pid in pids(folder):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+# -- a lease lost while the handler runs ---------------------------------------
+
+
+async def test_blocked_renewals_cancel_the_handler_and_nothing_is_sent(
+    service: Service, db_url: str, client: AsyncClient, session: str
+) -> None:
+    [lead_id] = (await client.push(session, [NewLead({"n": 1})])).ids
+    cut_off = RecordingTransport()
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def outlives_its_lease(job: Job) -> dict[str, Any]:
+        started.set()
+        cut_off.blocked.update({"/renew/batch", "/lease"})  # this worker reaches nothing now
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {"by": "a"}
+
+    async with AsyncClient(service.url, transport=cut_off, retry_policy=FAST_RETRY) as a_client:
+        a = Worker(a_client, session, outlives_its_lease, owner="a", ttl_s=1.0, wait_s=0.2)
+        a_run = asyncio.create_task(a.run())
+        async with asyncio.timeout(5):
+            await started.wait()
+            await cancelled.wait()  # no renew confirmed: cancelled before the lease ran out
+        a.stop()
+        async with asyncio.timeout(5):
+            await a_run
+    assert a.stats.lost == 1 and a.stats.finished == 0
+    assert cut_off.count("/complete") == cut_off.count("/release") == 0
+
+    b = Worker(client, session, quick, owner="b", ttl_s=5, wait_s=2, grace_s=0)
+    await run_until(b, lambda: b.stats.done == 1)
+    assert completions(db_url, lead_id) == ["b"]
+    lead = await client.get(lead_id)
+    assert (lead.status, lead.result, lead.attempts) == ("done", {"by": "quick", "attempt": 2}, 2)
+
+
+async def test_an_operator_cancel_stops_a_sync_handler_and_its_result_is_dropped(
+    service: Service, db_url: str, client: AsyncClient, session: str
+) -> None:
+    [lead_id] = (await client.push(session, [NewLead({"n": 1})])).ids
+    started = threading.Event()
+    reasons: list[str | None] = []
+
+    def polls_its_token(job: Job) -> dict[str, Any]:
+        started.set()
+        while not job.cancel_token.wait(0.05):
+            pass
+        reasons.append(job.cancel_token.reason)
+        return {"partial": True}  # never sent
+
+    a = Worker(client, session, polls_its_token, owner="a", ttl_s=1.5, wait_s=0.2)
+    a_run = asyncio.create_task(a.run())
+    await eventually(lambda: asyncio.sleep(0, started.is_set()))
+    await client.cancel(lead_id)
+    async with asyncio.timeout(5):
+        stats = await a_run  # lost at the next heartbeat, then the queue is empty
+    assert reasons == [LOST] and stats.lost == 1 and stats.finished == 0
+
+    await client.retry(lead_id)
+    b = Worker(client, session, quick, owner="b", ttl_s=5, wait_s=2, grace_s=0)
+    await run_until(b, lambda: b.stats.done == 1)
+    assert completions(db_url, lead_id) == ["b"]
+    assert (await client.get(lead_id)).result == {"by": "quick", "attempt": 2}
+
+
+async def test_heartbeats_keep_long_handlers_alive_one_batch_per_tick(
+    service: Service, session: str
+) -> None:
+    transport = RecordingTransport()
+    running: list[int] = []
+    peak = 0
+
+    async def longer_than_the_ttl(job: Job) -> Any:
+        nonlocal peak
+        running.append(job.id)
+        peak = max(peak, len(running))
+        await asyncio.sleep(2.2)
+        running.remove(job.id)
+        return Cached({"n": job.payload["n"]}) if job.payload["n"] == 0 else job.payload
+
+    async with AsyncClient(service.url, transport=transport) as client:
+        ids = (await client.push(session, [NewLead({"n": n}) for n in range(3)])).ids
+        worker = Worker(client, session, longer_than_the_ttl, concurrency=3, ttl_s=1.5, wait_s=0.5)
+        async with asyncio.timeout(10):
+            stats = await worker.run()
+        assert (stats.done, stats.cached, stats.lost, peak) == (2, 1, 0, 3)
+        assert (await client.get(ids[0])).status == "cached"
+    renewals = [
+        len(json.loads(request.content)["items"])
+        for request in transport.requests
+        if request.url.path == "/renew/batch"
+    ]
+    assert 3 <= len(renewals) <= 7  # 2.2 s of work, a tick every 0.5 s
+    assert renewals[0] == 3
+
+
+# -- stopping, crashing, restarting -------------------------------------------
+
+
+async def test_sigterm_releases_leads_in_flight_within_the_grace_period(
+    service: Service, db_url: str, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    leads = [NewLead({"mode": "hang_first", "pid_dir": str(tmp_path)}) for _ in range(3)]
+    ids = (await client.push(session, leads)).ids
+    log = tmp_path / "worker.log"
+    args = ["--owner", "term", "--concurrency", "3", "--ttl", "30", "--grace", "1", "--quiet"]
+    worker = start_worker(service, session, [*args, "--", *HANDLER], log)
+    try:
+        await eventually(lambda: asyncio.sleep(0, len(pids(tmp_path)) == 6), timeout_s=15)
+        signalled = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert await exited(worker, log) == 0
+        took = time.monotonic() - signalled
+        assert 1.0 <= took < 6.0, log.read_text()
+        assert not any(alive(pid) for pid in pids(tmp_path))
+        assert await client.stats(session) == Counts(queued=3)  # released, not left to expire
+        for lead_id in ids:
+            assert ("released", "term", 1) in ledger(db_url, lead_id)
+
+        other = Worker(client, session, quick, owner="other", ttl_s=5, wait_s=0.5)
+        async with asyncio.timeout(10):
+            stats = await other.run()
+        assert stats.done == 3
+        for lead_id in ids:
+            assert completions(db_url, lead_id) == ["other"]
+    finally:
+        worker.kill()
+        kill_leftovers(tmp_path)
+
+
+async def test_kill_9_mid_lead_another_worker_finishes_after_the_ttl(
+    service: Service, db_url: str, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    [lead_id] = (await client.push(session, [NewLead({"n": 1})])).ids
+    log = tmp_path / "worker.log"
+    args = ["--owner", "doomed", "--ttl", "1.5", "--quiet"]
+    worker = start_worker(
+        service, session, [*args, "--handler", "tests.handle_lead:stall_first"], log
+    )
+    try:
+
+        async def leased() -> bool:
+            return (await client.get(lead_id)).status == "leased"
+
+        await eventually(leased, timeout_s=15)
+        worker.kill()
+        worker.wait(5)
+    finally:
+        worker.kill()
+    other = Worker(client, session, quick, owner="other", ttl_s=5, wait_s=2, grace_s=0)
+    await run_until(other, lambda: other.stats.done == 1)
+    events = ledger(db_url, lead_id)
+    assert [e for e, _, _ in events] == ["pushed", "leased", "expired", "leased", "completed"]
+    assert completions(db_url, lead_id) == ["other"]
+
+
+async def test_the_worker_rides_out_a_service_restart(
+    database_url: str, tmp_path: Path, session: str
+) -> None:
+    services = Services(tmp_path)
+    try:
+        service = services.start(database_url=database_url, env=FAST_SWEEPS)
+        async with AsyncClient(service.url) as client:
+            ids = (await client.push(session, [NewLead({"n": n}) for n in range(30)])).ids
+
+            async def work(job: Job) -> dict[str, Any]:
+                await asyncio.sleep(0.05)
+                return {"n": job.payload["n"]}
+
+            # A ttl far longer than the restart: no lease runs out while the service is away.
+            worker = Worker(client, session, work, concurrency=3, ttl_s=30, wait_s=0.5)
+            run = asyncio.create_task(worker.run())
+            await eventually(lambda: asyncio.sleep(0, worker.stats.done >= 5))
+            service.terminate()
+            await asyncio.to_thread(service.wait)
+            await asyncio.sleep(0.5)
+            assert not run.done()
+            restart = services.start
+            await asyncio.to_thread(
+                restart, database_url=database_url, port=service.port, env=FAST_SWEEPS
+            )
+            async with asyncio.timeout(30):
+                stats = await run
+            assert stats.lost == 0
+            assert await client.stats(session) == Counts(done=30)
+            report = await client.report(session)
+            assert report["double_completions"] == 0
+        for lead_id in ids:
+            assert len(completions(database_url, lead_id)) == 1
+    finally:
+        services.close()
+
+
+# -- the stop rule ---------------------------------------------------------------
+
+
+async def test_a_worker_stops_when_the_queue_is_empty(client: AsyncClient, session: str) -> None:
+    worker = Worker(client, session, quick, wait_s=0.5)
+    began = time.monotonic()
+    async with asyncio.timeout(5):
+        stats = await worker.run()
+    assert 0.45 <= time.monotonic() - began < 3
+    assert stats.leased == 0
+
+
+async def test_run_worker_blocks_until_the_queue_is_empty(
+    service: Service, client: AsyncClient, session: str
+) -> None:
+    ids = (await client.push(session, [NewLead({"n": n}) for n in range(4)])).ids
+
+    def double(job: Job) -> dict[str, int]:
+        return {"twice": job.payload["n"] * 2}
+
+    stats = await asyncio.to_thread(
+        run_worker, service.url, session, double, concurrency=2, wait_s=0.5
+    )
+    assert stats.done == 4
+    assert [(await client.get(i)).result for i in ids] == [{"twice": n * 2} for n in range(4)]
+
+
+async def test_forever_keeps_waiting(client: AsyncClient, session: str) -> None:
+    worker = Worker(client, session, quick, wait_s=0.5, forever=True, grace_s=0)
+    run = asyncio.create_task(worker.run())
+    await asyncio.sleep(1.2)
+    assert not run.done()
+    await client.push(session, [NewLead({})])
+    await eventually(lambda: asyncio.sleep(0, worker.stats.done == 1))
+    assert not run.done()
+    worker.stop()
+    async with asyncio.timeout(3):
+        await run
+
+
+# -- leaseq worker -- command -----------------------------------------------------
+
+
+async def test_command_success(
+    service: Service, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    leads = [NewLead({"mode": "ok", "x": 1}), NewLead({"mode": "text"}), NewLead({"mode": "ok"})]
+    ids = (await client.push(session, leads)).ids
+    log = tmp_path / "worker.log"
+    worker = start_worker(service, session, ["-c", "2", "--wait", "0.5", "--", *HANDLER], log)
+    assert await exited(worker, log) == 0
+    first = await client.get(ids[0])
+    assert first.status == "done"
+    assert first.result == {
+        "lead": ids[0],
+        "attempt": 1,
+        "session": session,
+        "payload": leads[0].payload,
+    }
+    assert (await client.get(ids[1])).result == {"output": "hello, not json"}
+    assert await client.stats(session) == Counts(done=3)
+    assert "done 3" in log.read_text()  # the progress line
+
+
+async def test_command_non_zero_exit(
+    service: Service, db_url: str, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    leads = [
+        NewLead({"mode": "fail"}, max_attempts=1),
+        NewLead({"mode": "fail_first"}, max_attempts=2),
+    ]
+    failing, flaky = (await client.push(session, leads)).ids
+    log = tmp_path / "worker.log"
+    args = ["--wait", "0.5", "--retry-delay", "0", "--quiet", "--", *HANDLER]
+    assert await exited(start_worker(service, session, args, log), log) == 0
+    lead = await client.get(failing)
+    assert lead.status == "failed"
+    assert (
+        lead.error is not None and "exit status 3" in lead.error and "something broke" in lead.error
+    )
+    lead = await client.get(flaky)
+    assert (lead.status, lead.attempts, lead.result["attempt"]) == ("done", 2, 2)
+    assert [e for e, _, _ in ledger(db_url, flaky)].count("released") == 1
+
+
+async def test_command_past_its_max_runtime_is_killed(
+    service: Service, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    hang = NewLead({"mode": "hang", "pid_dir": str(tmp_path)}, max_attempts=1)
+    [lead_id] = (await client.push(session, [hang])).ids
+    log = tmp_path / "worker.log"
+    args = ["--max-runtime", "1", "--wait", "0.5", "--quiet", "--", *HANDLER]
+    try:
+        began = time.monotonic()
+        assert await exited(start_worker(service, session, args, log), log) == 0
+        assert time.monotonic() - began >= 1
+        assert len(pids(tmp_path)) == 2 and not any(alive(pid) for pid in pids(tmp_path))
+        lead = await client.get(lead_id)
+        assert lead.status == "failed" and lead.error == "max runtime exceeded (1s)"
+    finally:
+        kill_leftovers(tmp_path)
+
+
+async def test_command_of_a_lost_lease_is_killed(
+    service: Service, db_url: str, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    [lead_id] = (
+        await client.push(session, [NewLead({"mode": "hang", "pid_dir": str(tmp_path)})])
+    ).ids
+    log = tmp_path / "worker.log"
+    args = ["--owner", "w", "--ttl", "1.5", "--wait", "0.5", "--quiet", "--", *HANDLER]
+    worker = start_worker(service, session, args, log)
+    try:
+        await eventually(lambda: asyncio.sleep(0, len(pids(tmp_path)) == 2), timeout_s=15)
+        await client.cancel(lead_id)
+        await eventually(
+            lambda: asyncio.sleep(0, not any(alive(pid) for pid in pids(tmp_path))), timeout_s=5
+        )
+        assert await exited(worker, log) == 0
+        assert [e for e, _, _ in ledger(db_url, lead_id)] == [
+            "pushed",
+            "leased",
+            "cancelled",
+        ]
+        assert "lease lost" in log.read_text()
+    finally:
+        worker.kill()
+        kill_leftovers(tmp_path)
+
+
+async def test_forever_with_metrics_until_sigterm(
+    service: Service, client: AsyncClient, session: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "worker.log"
+    args = ["--forever", "--wait", "0.5", "--metrics-port", str(port), "--quiet"]
+    worker = start_worker(service, session, [*args, "--handler", "tests.handle_lead:quick"], log)
+    metrics_url = f"http://127.0.0.1:{port}/metrics"
+    try:
+
+        async def metrics() -> str:
+            try:
+                async with httpx.AsyncClient() as http:
+                    return (await http.get(metrics_url)).text
+            except httpx.TransportError:
+                return ""
+
+        await eventually(lambda: _truthy(metrics()), timeout_s=15)
+        await asyncio.sleep(1.2)
+        assert worker.poll() is None  # an empty queue does not stop it
+        await client.push(session, [NewLead({}), NewLead({})])
+
+        async def drained() -> bool:
+            return await client.stats(session) == Counts(done=2)
+
+        await eventually(drained)
+        text = await metrics()
+        assert 'leaseq_worker_completed_total{status="done"} 2.0' in text
+        assert "leaseq_worker_leased_total 2.0" in text
+        assert "leaseq_worker_handler_duration_seconds_count 2.0" in text
+        worker.send_signal(signal.SIGTERM)
+        assert await exited(worker, log, timeout_s=5) == 0
+    finally:
+        worker.kill()
+
+
+async def _truthy(value: Awaitable[str]) -> bool:
+    return bool(await value)
