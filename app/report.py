@@ -78,7 +78,8 @@ spans AS (
 -- and completed again is a dead-letter replay (SPEC invariant 4), not a double.
 epochs AS (
     SELECT lead_id, event,
-           count(*) FILTER (WHERE event = 'retried') OVER (PARTITION BY lead_id ORDER BY id) AS epoch
+           count(*) FILTER (WHERE event = 'retried')
+               OVER (PARTITION BY lead_id ORDER BY id) AS epoch
     FROM ev
 ),
 completions AS (
