@@ -149,7 +149,7 @@ class Queue:
             "delays": [float(lead.delay_s) for lead in rows],
         }
 
-        async def insert(conn: AsyncConnection) -> tuple[list[Any], dict[str, int]]:
+        async def insert(conn: AsyncConnection) -> tuple[Sequence[Any], dict[str, int]]:
             inserted = (await conn.execute(sql.push(self.ledger), params)).all()
             id_by_key = {row.key: row.id for row in inserted if row.key is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
