@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -303,18 +304,33 @@ def _n(count: int, noun: str) -> str:
 
 
 @app.command(
-    epilog="Every session:  leaseq stats\n\nOne, as JSON:  leaseq stats --session crawl --json"
+    epilog=(
+        "Every session:  leaseq stats\n\nOne, as JSON:  leaseq stats --session crawl --json\n\n"
+        "Keep watching, as the dashboard does:  leaseq stats --watch 2  (Ctrl-C to stop)"
+    )
 )
 def stats(
     session: str | None = typer.Option(
         None, "--session", "-s", metavar="NAME", help="One session only."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    watch: float | None = typer.Option(
+        None,
+        "--watch",
+        metavar="SECONDS",
+        min=0.2,
+        help="Refresh every SECONDS with the dashboard's numbers, until Ctrl-C.",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
     """Show lead counts by status, per session."""
     service = Service(url, token)
+    if watch is not None:
+        if as_json:
+            fail("--watch and --json do not go together", 2)
+        _watch(service, session, watch)
+        return
     try:
         if session is not None:
             rows, total = {session: service.stats(session)}, None
@@ -341,6 +357,63 @@ def stats(
     out.print(table)
 
 
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    return f"{s} s" if s < 120 else f"{round(s / 60)} min" if s < 7200 else f"{round(s / 3600)} h"
+
+
+def watch_table(data: dict[str, Any], session: str | None = None) -> Table:
+    """The dashboard's numbers (``GET /dashboard/data``) as one table."""
+    columns = (*COUNT_COLUMNS, "oldest queued", "done/min", "wasted")
+    minutes = data["window_minutes"]
+    table = Table(
+        "session",
+        *columns,
+        box=None,
+        header_style="bold",
+        caption=f"done/min: the last minute; wasted: expired or released, last {minutes} min",
+    )
+    for column in table.columns[1:]:
+        column.justify = "right"
+
+    def row(view: dict[str, Any]) -> list[str]:
+        return [
+            escape(view["name"]),
+            *(str(view[c]) for c in COUNT_COLUMNS),
+            _age(view["oldest_queued_s"]),
+            str(view["completed_per_minute"][-1]),
+            str(view["wasted"]),
+        ]
+
+    for view in data["sessions"]:
+        if session is None or view["name"] == session:
+            table.add_row(*row(view))
+    if session is None:
+        table.add_section()
+        table.add_row(*row(data["total"]), style="bold")
+    return table
+
+
+def _watch(service: Service, session: str | None, every_s: float) -> None:
+    """Redraw ``watch_table`` every ``every_s`` seconds until Ctrl-C."""
+    import time
+
+    from rich.live import Live
+
+    try:
+        with Live(console=out, auto_refresh=False) as live:
+            while True:
+                try:
+                    live.update(watch_table(service.dashboard(), session), refresh=True)
+                except CliError as exc:
+                    live.update(f"[red]error:[/red] {escape(str(exc))}", refresh=True)
+                time.sleep(every_s)
+    except KeyboardInterrupt:
+        pass
+
+
 def _counts(counts: Counts) -> dict[str, int]:
     return {column: getattr(counts, column) for column in COUNT_COLUMNS}
 
@@ -365,6 +438,156 @@ def sweep(
         fail(str(exc))
     where = f"session {session}" if session is not None else "every session"
     out.print(f"swept {where}: {swept.requeued} requeued, {swept.failed} failed", highlight=False)
+
+
+# -- prune -------------------------------------------------------------------
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_duration_re = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+
+
+def parse_duration(value: str) -> float:
+    """Seconds in a duration such as 90s, 30m, 12h or 7d. Raises ValueError."""
+    match = _duration_re.match(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a duration such as 30m, 12h or 7d")
+    return float(match[1]) * DURATION_UNITS[match[2]]
+
+
+@app.command(
+    epilog=(
+        "Finished over a week ago:  leaseq prune --older-than 7d\n\n"
+        "One session:  leaseq prune --older-than 12h --session crawl\n\n"
+        "Reads the database directly, as `leaseq db upgrade` does. "
+        "The service can prune by itself too: LEASEQ_PRUNE_AFTER_S."
+    )
+)
+def prune(
+    older_than: str = typer.Option(
+        ...,
+        "--older-than",
+        metavar="DURATION",
+        help="Prune terminal leads unchanged this long: 30m, 12h, 7d.",
+    ),
+    session: str | None = typer.Option(
+        None, "--session", "-s", metavar="NAME", help="Only this session (default: every one)."
+    ),
+    database_url: str | None = DatabaseUrl,
+) -> None:
+    """Delete done, failed and cached leads (and their events); queued and leased stay.
+
+    A pruned lead's key can be pushed again.
+    """
+    import asyncio
+
+    from app.db import create_engine
+    from app.embedded import resolve_database_url
+    from app.errors import LeaseqError
+    from app.queue import Queue
+
+    try:
+        older_than_s = parse_duration(older_than)
+    except ValueError as exc:
+        fail(f"--older-than: {exc}", 2)
+    settings = Settings()
+    url = resolve_database_url(database_url or settings.database_url, settings.data_dir)
+
+    async def run() -> int:
+        engine = create_engine(settings, url, pool_size=1)
+        try:
+            return await Queue(engine).prune(older_than_s, session)
+        finally:
+            await engine.dispose()
+
+    try:
+        pruned = asyncio.run(run())
+    except LeaseqError as exc:
+        fail(exc.detail)
+    except Exception as exc:  # one line, not a traceback
+        fail(f"prune failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}")
+    where = f"session {session}" if session is not None else "every session"
+    out.print(f"pruned {_n(pruned, 'lead')} from {where}", highlight=False)
+
+
+# -- report ------------------------------------------------------------------
+
+
+@app.command(
+    epilog=(
+        "Against the embedded PostgreSQL:  leaseq report --session crawl\n\n"
+        "Against your own:  leaseq report --session crawl --database-url postgresql://app@db/leaseq"
+        "\n\nExit status 1 when the ledger shows a double completion or an overlapping lease."
+    )
+)
+def report(
+    session: str = typer.Option(
+        ..., "--session", "-s", metavar="NAME", help="The session to audit."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    database_url: str | None = DatabaseUrl,
+) -> None:
+    """Audit a session from the lead_events ledger (read from the database directly)."""
+    import asyncio
+
+    from app import report as audit
+    from app.db import create_engine
+    from app.embedded import resolve_database_url
+    from app.errors import LeaseqError
+    from app.queue import Queue
+
+    settings = Settings()
+    url = resolve_database_url(database_url or settings.database_url, settings.data_dir)
+
+    async def read() -> audit.Report:
+        engine = create_engine(settings, url, pool_size=1)
+        try:
+            return await audit.report(Queue(engine), session)
+        finally:
+            await engine.dispose()
+
+    try:
+        found = asyncio.run(read())
+    except LeaseqError as exc:
+        fail(f"{exc.code}: {exc.detail}")
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(found)))
+    else:
+        _print_report(session, found)
+    if found.breached:
+        raise typer.Exit(1)
+
+
+def _print_report(session: str, found: Any) -> None:
+    from app.report import COUNTERS
+
+    must_be_zero = {"double_completions", "overlapping_leases"}
+    table = Table("ledger", "count", title=f"session {session}", box=None, header_style="bold")
+    table.columns[1].justify = "right"
+    for name in COUNTERS:
+        value = getattr(found, name)
+        style = "bold red" if name in must_be_zero and value else None
+        table.add_row(name.replace("_", " "), str(value), style=style)
+    out.print(table)
+    attempts = Table("leases", "leads", title="attempts per lead", box=None, header_style="bold")
+    for column in attempts.columns:
+        column.justify = "right"
+    for leases, leads in found.attempts_per_lead.items():
+        attempts.add_row(str(leases), str(leads))
+    out.print(attempts)
+    owners = Table(
+        "owner", "leases", "completions", "wasted", title="per owner", box=None, header_style="bold"
+    )
+    for column in owners.columns[1:]:
+        column.justify = "right"
+    for row in found.owners:
+        owners.add_row(
+            escape(row.owner or "-"), str(row.leases), str(row.completions), str(row.wasted)
+        )
+    out.print(owners)
+    if found.breached:
+        err.print("[bold red]the ledger shows a broken promise[/bold red]")
+    else:
+        out.print("no double completion, no overlapping lease")
 
 
 # -- worker ------------------------------------------------------------------

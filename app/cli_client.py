@@ -70,6 +70,11 @@ class Service:
         counts: AllCounts = self._run(lambda client: client.stats_all())
         return counts
 
+    def dashboard(self) -> dict[str, Any]:
+        """What the dashboard shows: ``GET /dashboard/data``."""
+        data: dict[str, Any] = self._run(lambda client: client.dashboard())
+        return data
+
     def sweep(self, session: str | None) -> SweepResult:
         """Sweep one session, or every session when ``session`` is None."""
         if session is None:

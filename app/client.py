@@ -419,6 +419,11 @@ class AsyncClient:
         data: dict[str, Any] = await self._json("GET", f"/sessions/{_seg(session)}/report")
         return data
 
+    async def dashboard(self) -> dict[str, Any]:
+        """What the dashboard shows (``GET /dashboard/data``), as the service sends it."""
+        data: dict[str, Any] = await self._json("GET", "/dashboard/data")
+        return data
+
     async def metrics(self) -> str:
         """The service's Prometheus text."""
         return (await self._send("GET", "/metrics")).text

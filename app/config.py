@@ -16,6 +16,7 @@ MAX_ITEM_BATCH = 100
 MAX_PUSH_BATCH = 1000
 MAX_WAIT_S = 30.0
 DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 
 
 def default_data_dir() -> Path:
@@ -57,6 +58,19 @@ class Settings(BaseSettings):
     )
     poll_interval_s: float = Field(
         default=1.5, gt=0, description="A waiting lease re-tries this often even without NOTIFY."
+    )
+    max_payload_bytes: int = Field(
+        default=DEFAULT_MAX_PAYLOAD_BYTES,
+        ge=1,
+        description="Largest payload of a lead, and result of a completion, as compact JSON.",
+    )
+    prune_after_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Delete terminal leads unchanged this long (background pruner); unset: keep.",
+    )
+    prune_interval_s: float = Field(
+        default=60.0, gt=0, description="Seconds between runs of the background pruner."
     )
 
     @field_validator("database_url", "listen_database_url")

@@ -146,7 +146,8 @@ class Listener:
                     self._conninfo, autocommit=True, connect_timeout=self.connect_timeout_s
                 )
                 try:
-                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    async with asyncio.timeout(self.connect_timeout_s):
+                        await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     self.connected = True
                     backoff = BACKOFF_FIRST_S
                     log.info("listening on %s", NOTIFY_CHANNEL)

@@ -4,9 +4,25 @@ The metrics live in their own registry (``REGISTRY``), so several apps in one
 process (tests) share them without registering twice; ``GET /metrics`` renders
 it. Names follow the queue's vocabulary: ``queue.lease_next`` ↔ ``POST /lease``
 ↔ ``leaseq_leases_total``. Knows nothing of HTTP frameworks.
+
+Several server processes: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``leaseq
+serve --workers N`` with N > 1 sets it to a fresh folder it removes on exit),
+prometheus-client keeps every value in files there and a scrape answered by
+any process sums the counters and histograms of all of them; the gauges of
+live processes are summed too (``livesum``), and a process marks itself dead
+as it stops (``process_exit``).
+
+``leaseq_leads`` is not kept here: it is read from the database at each scrape
+(``render(stats)``), so every process answers the same. At most
+``MAX_SESSIONS`` sessions (most pending first) get their own label; the rest
+are summed under ``session="_other"`` (not a valid session name), so the
+number of series stays bounded.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
 from prometheus_client import (
@@ -16,13 +32,18 @@ from prometheus_client import (
     Histogram,
     ProcessCollector,
     generate_latest,
+    multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from app.model import AllCounts, Counts
 
 __all__ = [
     "COMPLETIONS",
     "CONTENT_TYPE",
     "LEASES",
     "LOST_LEASES",
+    "POOL",
     "PUSHED",
     "RELEASES",
     "RENEWALS",
@@ -33,8 +54,14 @@ __all__ = [
     "render",
 ]
 
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+MAX_SESSIONS = 50
+OTHER_SESSIONS = "_other"
+STATUSES = ("queued", "leased", "done", "failed", "cached")
+
 REGISTRY = CollectorRegistry(auto_describe=True)
-ProcessCollector(registry=REGISTRY)
+if not os.environ.get(MULTIPROC_ENV):
+    ProcessCollector(registry=REGISTRY)  # per process; meaningless summed
 
 PUSHED = Counter(
     "leaseq_pushed_leads",
@@ -66,6 +93,14 @@ WAITERS = Gauge(
     "leaseq_long_poll_waiters",
     "Lease requests waiting for work right now.",
     registry=REGISTRY,
+    multiprocess_mode="livesum",
+)
+POOL = Gauge(
+    "leaseq_db_pool_connections",
+    "Database connections of the server processes' pools: checked_out (in use) and size.",
+    ["state"],
+    registry=REGISTRY,
+    multiprocess_mode="livesum",
 )
 REQUEST_LATENCY = Histogram(
     "leaseq_request_duration_seconds",
@@ -81,8 +116,63 @@ for _status in ("done", "failed", "cached"):
     COMPLETIONS.labels(_status)
 for _outcome in ("requeued", "failed"):
     SWEPT.labels(_outcome)
+for _state in ("checked_out", "size"):
+    POOL.labels(_state)
 
 
-def render() -> bytes:
-    """The registry in the Prometheus text format."""
-    return generate_latest(REGISTRY)
+def leads_family(stats: AllCounts, max_sessions: int = MAX_SESSIONS) -> GaugeMetricFamily:
+    """``leaseq_leads{session, status}``: the busiest sessions, the rest as ``_other``."""
+    family = GaugeMetricFamily(
+        "leaseq_leads",
+        f"Leads by session and status, read at scrape time (beyond {max_sessions} sessions, "
+        f"the least pending are summed as session {OTHER_SESSIONS}).",
+        labels=["session", "status"],
+    )
+    ranked = sorted(stats.sessions.items(), key=lambda item: (-item[1].pending, item[0]))
+    shown: list[tuple[str, Counts]] = ranked[:max_sessions]
+    rest = ranked[max_sessions:]
+    if rest:
+        other = Counts()
+        for _, counts in rest:
+            other = other + counts
+        shown.append((OTHER_SESSIONS, other))
+    for session, counts in shown:
+        for status in STATUSES:
+            family.add_metric([session, status], getattr(counts, status))
+    return family
+
+
+class _Snapshot:
+    """A collector that yields families built for one scrape."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+def render(stats: AllCounts | None = None) -> bytes:
+    """Every metric in the Prometheus text format (of every process when multiprocess).
+
+    ``stats`` (``Queue.stats_all``) adds ``leaseq_leads``; None leaves it out
+    (the database did not answer).
+    """
+    directory = os.environ.get(MULTIPROC_ENV)
+    if directory:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    else:
+        registry = REGISTRY
+    text = generate_latest(registry)
+    if stats is not None:
+        snapshot = CollectorRegistry(auto_describe=False)
+        snapshot.register(_Snapshot([leads_family(stats)]))
+        text += generate_latest(snapshot)
+    return text
+
+
+def process_exit() -> None:
+    """Forget this process's live gauges (multiprocess mode); call as the process stops."""
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]

@@ -33,7 +33,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import sql, validation
-from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS
+from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.errors import Conflict, LeaseLost, NotFound, Unavailable
 from app.model import (
     AllCounts,
@@ -49,18 +49,14 @@ from app.model import (
 )
 
 SWEEP_BATCH = 1000
+PRUNE_BATCH = 1000
+MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
 T = TypeVar("T")
 
 
 def new_token() -> str:
     """An unguessable lease token (192 random bits)."""
     return secrets.token_urlsafe(24)
-
-
-def _consume_exception(task: asyncio.Future[Any]) -> None:
-    """Retrieve the error of a task whose caller stopped waiting, so asyncio does not log it."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _lead(row: Mapping[str, Any]) -> Lead:
@@ -77,11 +73,14 @@ class Queue:
         ledger: bool = True,
         default_ttl_s: float = DEFAULT_LEASE_TTL_S,
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.engine = engine
+        self._in_flight: set[asyncio.Future[Any]] = set()
         self.ledger = ledger
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
+        self.max_payload_bytes = max_payload_bytes
 
     async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``work`` on a pooled connection, shielded from the caller's cancellation.
@@ -92,8 +91,22 @@ class Queue:
         waiting. An outage or an exhausted pool becomes Unavailable.
         """
         task = asyncio.ensure_future(self._on_connection(work))
-        task.add_done_callback(_consume_exception)
+        self._in_flight.add(task)
+        task.add_done_callback(self._finished)
         return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._in_flight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log an abandoned task's error
+
+    async def drain(self, timeout_s: float = 5.0) -> None:
+        """Wait, at most ``timeout_s``, for statements whose callers stopped waiting.
+
+        Call before disposing of the engine, so no connection is closed mid-statement.
+        """
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
 
     async def _on_connection(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         try:
@@ -150,7 +163,7 @@ class Queue:
         }
 
         async def insert(conn: AsyncConnection) -> tuple[Sequence[Any], dict[str, int]]:
-            inserted = (await conn.execute(sql.push(self.ledger), params)).all()
+            inserted = list((await conn.execute(sql.push(self.ledger), params)).all())
             id_by_key = {row.key: row.id for row in inserted if row.key is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
                 found = await conn.execute(
@@ -185,7 +198,9 @@ class Queue:
         if lead.max_attempts is not None:
             validation.integer(f"{field}.max_attempts", lead.max_attempts, low=1, high=10_000)
         validation.delay(lead.delay_s, f"{field}.delay_s")
-        return validation.payload(lead.payload, f"{field}.payload")
+        return validation.payload(
+            lead.payload, f"{field}.payload", max_bytes=self.max_payload_bytes
+        )
 
     # -- workers -----------------------------------------------------------
 
@@ -269,7 +284,7 @@ class Queue:
     ) -> Lead:
         """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
         item = CompleteItem(lead_id, token, status, result, error)  # type: ignore[arg-type]
-        leads = await self._complete(([item]), now)
+        leads = await self._complete([item], now, batch=False)
         if not leads:
             raise LeaseLost()
         return next(iter(leads.values()))
@@ -279,7 +294,7 @@ class Queue:
     ) -> list[ItemResult]:
         """Complete up to 100 leases in one statement; one answer per item, in order."""
         validation.item_batch(items)
-        completed = await self._complete(items, now)
+        completed = await self._complete(items, now, batch=True)
         return [
             ItemResult(item.lead_id, True)
             if i in completed
@@ -288,7 +303,7 @@ class Queue:
         ]
 
     async def _complete(
-        self, items: Sequence[CompleteItem], now: datetime | None
+        self, items: Sequence[CompleteItem], now: datetime | None, *, batch: bool
     ) -> dict[int, Lead]:
         """The leads completed, by the position of their item in ``items``."""
         for item in items:
@@ -303,8 +318,14 @@ class Queue:
             "tokens": [item.token for item in items],
             "statuses": [item.status for item in items],
             "results": [
-                None if item.result is None else validation.json_text("result", item.result)
-                for item in items
+                None
+                if item.result is None
+                else validation.json_text(
+                    f"items[{i}].result" if batch else "result",
+                    item.result,
+                    max_bytes=self.max_payload_bytes,
+                )
+                for i, item in enumerate(items)
             ],
             "errors": [item.error for item in items],
             "now": now,
@@ -345,6 +366,34 @@ class Queue:
             failed += row["failed"]
             if row["requeued"] + row["failed"] < SWEEP_BATCH:
                 return SweepResult(requeued=requeued, failed=failed)
+
+    async def prune(
+        self,
+        older_than_s: float,
+        session: str | None = None,
+        *,
+        now: datetime | None = None,
+        batch: int = PRUNE_BATCH,
+    ) -> int:
+        """Delete terminal leads unchanged for ``older_than_s`` seconds; returns how many.
+
+        Terminal is done, failed or cached; their ``lead_events`` rows go with
+        them, and queued or leased leads are never touched. Runs in batches of
+        ``batch`` leads, one short statement each, so no lock is held for long.
+        A pruned lead's key can be pushed again.
+        """
+        older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
+        limit = validation.integer("batch", batch, low=1, high=100_000)
+        params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": limit}
+        if session is not None:
+            params["session"] = validation.session(session)
+        stmt = sql.prune(scoped=session is not None)
+        pruned = 0
+        while True:
+            [row] = await self._rows(stmt, params)
+            pruned += int(row["pruned"])
+            if row["pruned"] < limit:
+                return pruned
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".

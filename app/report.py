@@ -15,19 +15,36 @@ happened, not from the leads' current state:
 * ``wasted_attempts``: leases that ended without a completion (expired,
   released or cancelled); leases still running are not counted.
 * ``expired``, ``released``, ``cancelled``, ``retried``: events of each kind.
+* ``attempts_per_lead``: how many leases each lead took, as
+  ``{leases: number of leads}`` (a lead pushed and never leased counts under 0).
+* ``owners``: per worker name, the leases it was handed, the completions it
+  wrote and its wasted attempts, by owner name.
 
 All zero when the ledger is off (``Settings.ledger``). Knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from functools import cache
+from typing import Any, cast
 
 from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import validation
 from app.queue import Queue
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerReport:
+    """One worker's share of a session: leases handed to it, completions, wasted attempts."""
+
+    owner: str
+    leases: int = 0
+    completions: int = 0
+    wasted: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +63,16 @@ class Report:
     released: int = 0
     cancelled: int = 0
     retried: int = 0
+    attempts_per_lead: dict[int, int] = field(default_factory=dict)
+    owners: list[OwnerReport] = field(default_factory=list)
+
+    @property
+    def breached(self) -> bool:
+        """True when the ledger shows a broken promise (a double completion or an overlap)."""
+        return self.double_completions > 0 or self.overlapping_leases > 0
+
+
+COUNTERS = tuple(f.name for f in fields(Report) if f.type in (int, "int"))
 
 
 @cache
@@ -104,9 +131,65 @@ SELECT
 """)
 
 
+@cache
+def attempts_per_lead() -> TextClause:
+    """Leads by the number of leases they took (a lead never leased: 0)."""
+    return text("""
+SELECT leases, count(*) AS leads FROM (
+    SELECT lead_id, count(DISTINCT attempt) FILTER (WHERE event = 'leased') AS leases
+    FROM lead_events WHERE session = :session GROUP BY lead_id
+) AS per_lead
+GROUP BY leases ORDER BY leases
+""")
+
+
+@cache
+def owners() -> TextClause:
+    """Per owner: leases handed out, completions written, leases that ended without one."""
+    return text("""
+WITH ev AS (
+    SELECT lead_id, event, attempt, owner FROM lead_events WHERE session = :session
+),
+leases AS (
+    SELECT lead_id, attempt, min(owner) AS owner FROM ev WHERE event = 'leased'
+    GROUP BY lead_id, attempt
+),
+ends AS (
+    SELECT lead_id, attempt, bool_or(event = 'completed') AS completed
+    FROM ev WHERE event IN ('completed', 'released', 'cancelled', 'expired')
+    GROUP BY lead_id, attempt
+),
+tally AS (
+    SELECT l.owner, 1 AS leases, 0 AS completions,
+           CASE WHEN e.lead_id IS NOT NULL AND NOT e.completed THEN 1 ELSE 0 END AS wasted
+    FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
+    UNION ALL
+    SELECT owner, 0, 1, 0 FROM ev WHERE event = 'completed'
+)
+SELECT coalesce(owner, '') AS owner, sum(leases) AS leases, sum(completions) AS completions,
+       sum(wasted) AS wasted
+FROM tally GROUP BY 1 ORDER BY 1
+""")
+
+
 async def report(queue: Queue, session: str) -> Report:
     """The ledger's audit of ``session`` (all zero for an unknown one). Raises InvalidInput."""
     validation.session(session)
+    params = {"session": session}
+
+    async def read(conn: AsyncConnection) -> list[list[Mapping[str, Any]]]:
+        return [
+            [cast(Mapping[str, Any], row._mapping) for row in await conn.execute(stmt, params)]
+            for stmt in (session_report(), attempts_per_lead(), owners())
+        ]
+
     # Through the queue's connection handling, so an outage is Unavailable here too.
-    [row] = await queue._rows(session_report(), {"session": session})
-    return Report(**{f.name: int(row[f.name]) for f in fields(Report)})
+    [[row], histogram, by_owner] = await queue._run(read)
+    return Report(
+        **{name: int(row[name]) for name in COUNTERS},
+        attempts_per_lead={int(r["leases"]): int(r["leads"]) for r in histogram},
+        owners=[
+            OwnerReport(str(r["owner"]), int(r["leases"]), int(r["completions"]), int(r["wasted"]))
+            for r in by_owner
+        ],
+    )

@@ -9,6 +9,11 @@ runtime ends the long polls the moment SIGTERM arrives).
 Everything the user can get wrong (a bad URL, a busy port, an unreachable or
 unmigrated database) raises ``ServeError`` with a one-line message before
 uvicorn starts. Knows nothing of the queue's SQL; prints nothing itself.
+
+With more than one worker process, ``PROMETHEUS_MULTIPROC_DIR`` points the
+metrics of every process at one fresh folder (removed when serving ends), so
+a scrape answered by any of them counts them all (``app.metrics``). A folder
+the user set already is used as it is, and kept.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import copy
 import errno
 import json
 import resource
+import shutil
 import signal
 import socket
+import tempfile
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +42,8 @@ from app.config import Settings
 from app.db import libpq_url
 
 APP_FACTORY = "app.api.app:create_app"
+# Read by prometheus-client in every worker process (app.metrics).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # Longer than the idle timeout of common load balancers (60 s), so the balancer,
 # not the service, closes idle connections: no 502 from reusing a closing one.
@@ -236,6 +245,7 @@ def run(
     # dying on the spot (which would leave the embedded PostgreSQL running).
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     data_dir: Path | None = None
+    metrics_dir: str | None = None
     try:
         if settings.database_url is None:
             data_dir = settings.data_dir
@@ -251,6 +261,9 @@ def run(
             else:
                 check_schema(url, revision)
         export(settings, environ)
+        if settings.workers > 1 and not environ.get(MULTIPROC_ENV):
+            metrics_dir = tempfile.mkdtemp(prefix="leaseq-metrics-")
+            environ[MULTIPROC_ENV] = metrics_dir
         uvicorn.run(
             APP_FACTORY,
             factory=True,
@@ -269,6 +282,9 @@ def run(
     except KeyboardInterrupt:
         pass
     finally:
+        if metrics_dir is not None:
+            environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         if data_dir is not None:
             embedded.stop(data_dir)
         signal.signal(signal.SIGTERM, previous)

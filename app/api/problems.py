@@ -34,11 +34,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "validation_error": 422,
     "conflict": 409,
     "unauthorized": 401,
+    "forbidden": 403,
     "payload_too_large": 413,
     "unavailable": 503,
 }
 CODE_BY_STATUS: dict[int, str] = {
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -53,6 +55,7 @@ TITLES: dict[str, str] = {
     "validation_error": "Invalid input",
     "conflict": "Conflict",
     "unauthorized": "Unauthorized",
+    "forbidden": "Forbidden",
     "payload_too_large": "Payload too large",
     "unavailable": "Service unavailable",
     "method_not_allowed": "Method not allowed",

@@ -12,13 +12,14 @@ from contextlib import contextmanager
 from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
 
-from app import metrics, report, validation
-from app.api import dashboard
+from app import metrics, report
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.runtime import Runtime, count_sweep
 from app.api.schemas import (
+    MAX_LEAD_ID,
     AllStatsOut,
     BatchOut,
     CompleteBatchIn,
@@ -40,9 +41,10 @@ from app.api.schemas import (
     SweepOut,
 )
 from app.config import SESSION_PATTERN
-from app.errors import LeaseLost
+from app.dashboard import data, page
+from app.errors import LeaseLost, Unavailable
 from app.listener import lease_waiting
-from app.model import CompleteItem, NewLead, RenewItem
+from app.model import AllCounts, CompleteItem, NewLead, RenewItem
 from app.queue import Queue
 
 
@@ -58,10 +60,38 @@ async def get_queue(request: Request) -> Queue:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
-LeadIdPath = Annotated[int, Path(ge=1, le=validation.INT64_MAX)]
+LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
 
 router = APIRouter()
 probes = APIRouter(tags=["probes"])
+
+# The shell may not be framed (clickjacking of its cancel and retry buttons).
+SHELL_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "Cache-Control": "no-cache",
+}
+
+
+async def not_cross_site(request: Request) -> None:
+    """Refuse an operator POST a browser sends from another site's page (CSRF).
+
+    Browsers say where a request comes from (``Sec-Fetch-Site``, else
+    ``Origin``); other clients send neither and pass, so SPEC's bodiless
+    cancel and retry keep working from curl and the client library. With API
+    tokens on, the bearer header already stops a cross-site form.
+    """
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        allowed = fetch_site in ("same-origin", "none")
+    else:
+        origin = request.headers.get("origin")
+        allowed = origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
+    if not allowed:
+        raise HTTPException(403, "a cross-site request may not change leads")
+
+
+SameSite = [Depends(not_cross_site)]
 
 
 @contextmanager
@@ -81,7 +111,7 @@ def counting_lost(operation: str) -> Iterator[None]:
     "/sessions/{session}/leads",
     status_code=201,
     tags=["producers"],
-    responses=responses("validation_error", "conflict", "unavailable"),
+    responses=responses("validation_error", "payload_too_large", "conflict", "unavailable"),
 )
 async def push(session: SessionPath, body: PushIn, queue: QueueDep) -> PushOut:
     """Queue up to 1000 leads. A lead whose `key` is already in the session is not pushed
@@ -94,7 +124,11 @@ async def push(session: SessionPath, body: PushIn, queue: QueueDep) -> PushOut:
 # -- workers -----------------------------------------------------------------
 
 
-@router.post("/lease", tags=["workers"], responses=responses("validation_error", "unavailable"))
+@router.post(
+    "/lease",
+    tags=["workers"],
+    responses=responses("validation_error", "payload_too_large", "unavailable"),
+)
 async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesOut:
     """Lease up to `max` available leads of the session, highest priority then oldest.
 
@@ -115,7 +149,9 @@ async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesO
 
 
 @router.post(
-    "/renew", tags=["workers"], responses=responses("lease_lost", "validation_error", "unavailable")
+    "/renew",
+    tags=["workers"],
+    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     """Extend a valid lease to now + `ttl_s` on the database clock; 409 `lease_lost` otherwise."""
@@ -129,7 +165,7 @@ async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     "/renew/batch",
     tags=["workers"],
     response_model_exclude_none=True,
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("validation_error", "payload_too_large", "unavailable"),
 )
 async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
     """Renew up to 100 leases; one result per item, in the order given."""
@@ -144,7 +180,7 @@ async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
 @router.post(
     "/complete",
     tags=["workers"],
-    responses=responses("lease_lost", "validation_error", "unavailable"),
+    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
     """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise."""
@@ -158,7 +194,7 @@ async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
     "/complete/batch",
     tags=["workers"],
     response_model_exclude_none=True,
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("validation_error", "payload_too_large", "unavailable"),
 )
 async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
     """Complete up to 100 leases; one result per item, in the order given."""
@@ -178,7 +214,7 @@ async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
 @router.post(
     "/release",
     tags=["workers"],
-    responses=responses("lease_lost", "validation_error", "unavailable"),
+    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`.
@@ -193,7 +229,11 @@ async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
 # -- operators ---------------------------------------------------------------
 
 
-@router.post("/sweep", tags=["operators"], responses=responses("validation_error", "unavailable"))
+@router.post(
+    "/sweep",
+    tags=["operators"],
+    responses=responses("validation_error", "payload_too_large", "unavailable"),
+)
 async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
     """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);
     a lead that reached `max_attempts` becomes `failed` instead."""
@@ -242,7 +282,8 @@ async def get_lead(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
 @router.post(
     "/leads/{lead_id}/cancel",
     tags=["operators"],
-    responses=responses("not_found", "conflict", "validation_error", "unavailable"),
+    dependencies=SameSite,
+    responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
 )
 async def cancel(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
     """A queued or leased lead becomes `failed` with error `cancelled`; its holder's next
@@ -253,7 +294,8 @@ async def cancel(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
 @router.post(
     "/leads/{lead_id}/retry",
     tags=["operators"],
-    responses=responses("not_found", "conflict", "validation_error", "unavailable"),
+    dependencies=SameSite,
+    responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
 )
 async def retry(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
     """Queue a `failed` lead again (dead-letter replay); any other status answers 409 `conflict`."""
@@ -261,15 +303,28 @@ async def retry(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
 
 
 @router.get("/metrics", tags=["operators"], response_class=Response)
-async def prometheus_metrics() -> Response:
-    """Prometheus text format."""
-    return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
+async def prometheus_metrics(queue: QueueDep) -> Response:
+    """Prometheus text format: the counters of every server process, and lead counts read
+    from the database now (left out while it does not answer)."""
+    try:
+        stats: AllCounts | None = await queue.stats_all()
+    except Unavailable:
+        stats = None
+    return Response(metrics.render(stats), media_type=metrics.CONTENT_TYPE)
 
 
 @router.get("/dashboard", tags=["operators"], response_class=HTMLResponse)
-async def operator_dashboard(queue: QueueDep) -> HTMLResponse:
-    """The operator's page: lead counts per session."""
-    return HTMLResponse(dashboard.render(await queue.stats_all()))
+async def operator_dashboard() -> HTMLResponse:
+    """The operator's page. It holds no data and no secret, so it is served without a token;
+    its script asks for the token once and polls `/dashboard/data` with it."""
+    return HTMLResponse(page.shell(), headers=SHELL_HEADERS)
+
+
+@router.get("/dashboard/data", tags=["operators"], responses=responses("unavailable"))
+async def operator_dashboard_data(queue: QueueDep) -> JSONResponse:
+    """What the dashboard shows: counts, oldest queued lead and completions per minute per
+    session, the leases closest to expiry, the latest failures."""
+    return JSONResponse(page.to_json(await data.snapshot(queue)))
 
 
 # -- probes ------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""What one API process runs besides its routes: engine, queue, listener, recovery, sweeper.
+"""What one API process runs besides its routes: engine, queue, listener, recovery, sweeper, pruner.
 
 ``Runtime.start`` builds them, tries boot recovery (one ``sweep_all``) before
 serving and, if the database is down, keeps trying in the background while
 readyz answers 503; then a sweeper requeues expired leases every
-``sweep_interval_s``. Nothing here is needed for correctness — several
+``sweep_interval_s``, and, when ``prune_after_s`` is set, a pruner deletes old
+terminal leads every ``prune_interval_s``. Nothing here is needed for correctness — several
 processes may serve one database, and each only speeds recovery up.
 ``Runtime.stop`` ends long polls (they answer with no leases), cancels the
 tasks and closes the pool.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, migrate
@@ -67,7 +68,12 @@ class Runtime:
                 "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
             )
         engine = create_engine(settings, url)
-        queue = Queue(engine, ledger=settings.ledger, default_ttl_s=settings.lease_ttl_s)
+        queue = Queue(
+            engine,
+            ledger=settings.ledger,
+            default_ttl_s=settings.lease_ttl_s,
+            max_payload_bytes=settings.max_payload_bytes,
+        )
         listener = Listener(
             settings.listen_database_url or url,
             max_waiters=settings.max_waiters,
@@ -76,11 +82,21 @@ class Runtime:
         )
         return cls(settings, engine, queue, listener)
 
+    def _watch_pool(self) -> None:
+        """Keep ``leaseq_db_pool_connections`` current as connections come and go."""
+        checked_out = metrics.POOL.labels("checked_out")
+        event.listen(self.engine.sync_engine, "checkout", lambda *_: checked_out.inc())
+        event.listen(self.engine.sync_engine, "checkin", lambda *_: checked_out.dec())
+        metrics.POOL.labels("size").inc(self.settings.pool_size)
+
     async def start(self) -> None:
         self._chain_shutdown_signals()
+        self._watch_pool()
         self._tasks.append(asyncio.create_task(self.listener.run(), name="leaseq-listener"))
         await self._recover_once()
         self._tasks.append(asyncio.create_task(self._maintain(), name="leaseq-sweeper"))
+        if self.settings.prune_after_s is not None:
+            self._tasks.append(asyncio.create_task(self._prune(), name="leaseq-pruner"))
 
     async def stop(self) -> None:
         self._unchain_shutdown_signals()
@@ -91,7 +107,10 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.queue.drain()
         await self.engine.dispose()
+        metrics.POOL.labels("size").dec(self.settings.pool_size)
+        metrics.process_exit()
 
     def _chain_shutdown_signals(self) -> None:
         """Make SIGTERM/SIGINT end the long polls before the server's own handler runs."""
@@ -141,6 +160,21 @@ class Runtime:
                 count_sweep(await self.queue.sweep_all(), "background")
             except Exception as exc:
                 log.warning("background sweep failed: %s: %s", type(exc).__name__, exc)
+
+    async def _prune(self) -> None:
+        """Retention: every ``prune_interval_s``, delete terminal leads older than
+        ``prune_after_s`` (in small batches, see ``Queue.prune``); never raise."""
+        older_than_s = self.settings.prune_after_s
+        assert older_than_s is not None
+        while True:
+            try:
+                pruned = await self.queue.prune(older_than_s)
+            except Exception as exc:
+                log.warning("prune failed: %s: %s", type(exc).__name__, exc)
+            else:
+                if pruned:
+                    log.info("pruned %d terminal leads older than %g s", pruned, older_than_s)
+            await asyncio.sleep(self.settings.prune_interval_s)
 
     async def ready(self) -> str | None:
         """None when ready to serve; else why not (readyz)."""

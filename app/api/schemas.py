@@ -9,14 +9,18 @@ object never carries its lease token.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Self
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
@@ -44,7 +48,10 @@ Timestamp = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 SessionName = Annotated[str, Field(pattern=SESSION_PATTERN, examples=["s"])]
-LeadId = Annotated[int, Field(ge=1, le=validation.INT64_MAX)]
+# The largest lead id the API takes: the largest integer JSON carries exactly everywhere
+# (I-JSON, RFC 7493: parsers may read numbers as doubles), so /openapi.json states it exactly.
+MAX_LEAD_ID = 2**53 - 1
+LeadId = Annotated[int, Field(ge=1, le=MAX_LEAD_ID)]
 Token = Annotated[str, Field(min_length=1, max_length=200)]
 TtlS = Annotated[
     float,
@@ -58,6 +65,30 @@ class Body(BaseModel):
     """A request body: strict types, no unknown fields, no NaN."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _integral(cls, value: Any, info: ValidationInfo) -> Any:
+        """JSON has one number type: 5.0 is the integer 5, as JSON Schema says; 5.5 is refused."""
+        if isinstance(value, float) and value.is_integer() and info.field_name in cls._integers():
+            return int(value)
+        return value
+
+    @classmethod
+    @cache
+    def _integers(cls) -> frozenset[str]:
+        """The fields typed int (or int | None)."""
+
+        def integer(annotation: Any) -> bool:
+            if get_origin(annotation) is Annotated:
+                return integer(get_args(annotation)[0])
+            if get_origin(annotation) in (Union, UnionType):
+                return any(integer(arg) for arg in get_args(annotation))
+            return annotation is int
+
+        return frozenset(
+            name for name, field in cls.model_fields.items() if integer(field.annotation)
+        )
 
 
 class Answer(BaseModel):
@@ -128,6 +159,22 @@ class ReleaseIn(Body):
 
 class SweepIn(Body):
     """``{"session": "s"}`` sweeps one session, ``{"all": true}`` every session."""
+
+    # Exactly one of the two scopes, stated in the schema as the validator below checks it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["session"],
+                    "properties": {"session": {"type": "string"}, "all": {"const": False}},
+                },
+                {
+                    "required": ["all"],
+                    "properties": {"all": {"const": True}, "session": {"type": "null"}},
+                },
+            ]
+        }
+    )
 
     session: SessionName | None = None
     all_: bool = Field(False, alias="all")
@@ -244,6 +291,13 @@ class AllStatsOut(Answer):
         return cls.model_validate(counts)
 
 
+class OwnerReportOut(Answer):
+    owner: str = Field(description="The worker name the leases were taken under.")
+    leases: int
+    completions: int
+    wasted: int = Field(description="Its leases that ended without a completion.")
+
+
 class ReportOut(Answer):
     """The ledger's audit of a session; see ``app.report``."""
 
@@ -259,6 +313,10 @@ class ReportOut(Answer):
     released: int
     cancelled: int
     retried: int
+    attempts_per_lead: dict[int, int] = Field(
+        description="Leads by the number of leases they took: {leases: leads}."
+    )
+    owners: list[OwnerReportOut] = Field(description="Per worker, ordered by name.")
 
     @classmethod
     def of(cls, report: Report) -> ReportOut:

@@ -10,6 +10,7 @@ class Proxy:
     """Forwards 127.0.0.1:<port> to the target; ``stop`` cuts every connection, refuses new ones."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
+        """A host starting with / is a Unix socket folder (the embedded PostgreSQL's)."""
         self.target = (target_host, target_port)
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -41,7 +42,13 @@ class Proxy:
         self._writers.add(writer)
         upstream_writer: asyncio.StreamWriter | None = None
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+            host, port = self.target
+            if host.startswith("/"):
+                upstream_reader, upstream_writer = await asyncio.open_unix_connection(
+                    f"{host}/.s.PGSQL.{port}"
+                )
+            else:
+                upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
             self._writers.add(upstream_writer)
             await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
         except (OSError, asyncio.CancelledError):

@@ -17,7 +17,9 @@ GUARDED = [
     ("POST", "/sessions/s/leads"),
     ("POST", "/sweep"),
     ("GET", "/metrics"),
-    ("GET", "/dashboard"),
+    ("GET", "/dashboard/data"),
+    ("POST", "/leads/1/cancel"),
+    ("POST", "/leads/1/retry"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/no/such/route"),
@@ -58,7 +60,7 @@ async def test_with_tokens_any_configured_token_is_accepted(serve: Serve) -> Non
                 "/sessions/s/leads", json={"leads": [{"payload": {}}]}, headers=headers
             )
             assert pushed.status_code == 201
-            for path in ("/stats", "/metrics", "/dashboard", "/openapi.json"):
+            for path in ("/stats", "/metrics", "/dashboard/data", "/openapi.json"):
                 assert (await client.get(path, headers=headers)).status_code == 200, path
         lowercase = {"Authorization": "bearer token-two"}
         assert (await client.get("/stats", headers=lowercase)).status_code == 200
@@ -68,6 +70,23 @@ async def test_with_tokens_the_probes_stay_open(serve: Serve) -> None:
     async with serve(api_tokens="token-one") as client:
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/readyz")).status_code == 200
+
+
+async def test_with_tokens_the_dashboard_shell_is_open_and_holds_no_data(serve: Serve) -> None:
+    async with serve(api_tokens="token-one") as client:
+        headers = {"Authorization": "Bearer token-one"}
+        pushed = await client.post(
+            "/sessions/secret-session/leads", json={"leads": [{"payload": {}}]}, headers=headers
+        )
+        assert pushed.status_code == 201
+        shell = await client.get("/dashboard")
+        assert shell.status_code == 200
+        assert "secret-session" not in shell.text
+        assert "token-one" not in shell.text
+        assert shell.headers["x-frame-options"] == "DENY"
+        shapes.problem(await client.get("/dashboard/data"), 401, "unauthorized")
+        found = (await client.get("/dashboard/data", headers=headers)).json()
+        assert [s["name"] for s in found["sessions"]] == ["secret-session"]
 
 
 async def test_with_tokens_openapi_declares_bearer_security(serve: Serve) -> None:

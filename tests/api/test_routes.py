@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from app.model import NewLead
 from tests.api import shapes
 from tests.api.conftest import runtime_of
 
@@ -313,8 +314,12 @@ async def test_report_audits_the_ledger(client: httpx.AsyncClient) -> None:
         "released": 1,
         "cancelled": 0,
         "retried": 0,
+        "attempts_per_lead": {"1": 3},
+        "owners": [{"owner": "w1", "leases": 3, "completions": 1, "wasted": 2}],
     }
     empty = (await client.get("/sessions/other/report")).json()
+    assert empty.pop("attempts_per_lead") == {}
+    assert empty.pop("owners") == []
     assert set(empty.values()) == {0}
 
 
@@ -397,12 +402,60 @@ async def test_metrics_count_the_queue_operations(client: httpx.AsyncClient) -> 
         assert name in text, name
 
 
-async def test_dashboard_lists_the_sessions(client: httpx.AsyncClient) -> None:
-    await push(client, "crawl-1", {"payload": {}})
+async def test_dashboard_shell_and_its_data(client: httpx.AsyncClient) -> None:
     response = await client.get("/dashboard")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
-    assert "crawl-1" in response.text
+    assert "dashboard/data" in response.text
+    assert "<script src" not in response.text  # everything inline: works offline
+
+    await push(client, "crawl-1", *({"payload": {"i": i}} for i in range(4)))
+    await push(client, "crawl-2", {"payload": {}})
+    done = await lease_one(client, "crawl-1")
+    held = await lease_one(client, "crawl-1", ttl_s=60)
+    failed = await lease_one(client, "crawl-1")
+    await client.post("/complete", json={"lead_id": done["lead"]["id"], "token": done["token"]})
+    await client.post(
+        "/complete",
+        json={
+            "lead_id": failed["lead"]["id"],
+            "token": failed["token"],
+            "status": "failed",
+            "error": "<b>boom</b>",
+        },
+    )
+
+    found = (await client.get("/dashboard/data")).json()
+    stats = (await client.get("/stats")).json()
+    by_name = {s["name"]: s for s in found["sessions"]}
+    assert set(by_name) == {"crawl-1", "crawl-2"}
+    for name, view in by_name.items():
+        counts = {k: view[k] for k in stats["sessions"][name]}
+        assert counts == stats["sessions"][name]
+    assert {k: found["total"][k] for k in stats["total"]} == stats["total"]
+    assert sum(by_name["crawl-1"]["completed_per_minute"]) == 2
+    assert found["total"]["completed_per_minute"][-1] == 2
+    assert by_name["crawl-1"]["oldest_queued_s"] >= 0
+    assert [(e["lead_id"], e["owner"], e["attempt"]) for e in found["expiring"]] == [
+        (held["lead"]["id"], "w1", 1)
+    ]
+    assert 0 < found["expiring"][0]["expires_in_s"] <= 60
+    [failure] = found["failures"]
+    assert (failure["lead_id"], failure["error"]) == (failed["lead"]["id"], "<b>boom</b>")
+
+
+async def test_cancel_and_retry_refuse_cross_site_browsers(client: httpx.AsyncClient) -> None:
+    [lead_id] = await push(client, "s", {"payload": {}})
+    for headers in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}):
+        refused = await client.post(f"/leads/{lead_id}/cancel", headers=headers)
+        shapes.problem(refused, 403, "forbidden")
+        shapes.problem(
+            await client.post(f"/leads/{lead_id}/retry", headers=headers), 403, "forbidden"
+        )
+    assert (await client.get(f"/leads/{lead_id}")).json()["status"] == "queued"
+    same = {"Sec-Fetch-Site": "same-origin", "Origin": "http://leaseq.test"}
+    assert (await client.post(f"/leads/{lead_id}/cancel", headers=same)).status_code == 200
+    assert (await client.post(f"/leads/{lead_id}/retry")).status_code == 200  # no browser
 
 
 async def test_openapi_describes_every_route_with_its_limits(client: httpx.AsyncClient) -> None:
@@ -426,6 +479,7 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/readyz",
         "/metrics",
         "/dashboard",
+        "/dashboard/data",
     }
     lease_in = spec["components"]["schemas"]["LeaseIn"]["properties"]
     assert (lease_in["max"]["minimum"], lease_in["max"]["maximum"]) == (1, 100)
@@ -436,3 +490,17 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
     renew = spec["paths"]["/renew"]["post"]["responses"]
     assert "application/problem+json" in renew["409"]["content"]
     assert (await client.get("/docs")).status_code == 200
+
+
+async def test_dashboard_data_ignores_events_stamped_in_the_future(
+    client: httpx.AsyncClient,
+) -> None:
+    """Tests inject a clock: events at a later instant stay off the chart instead of breaking it."""
+    queue = runtime_of(client).queue
+    later = await queue.db_now() + timedelta(hours=1)
+    await queue.push("future", [NewLead({})], now=later)
+    [lease] = await queue.lease_next("future", "w", now=later)
+    await queue.complete(lease.lead.id, lease.token, now=later)
+    found = (await client.get("/dashboard/data")).json()
+    assert found["total"]["done"] == 1
+    assert sum(found["total"]["completed_per_minute"]) == 0

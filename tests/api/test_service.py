@@ -100,7 +100,9 @@ async def test_an_unreachable_database_answers_503_quickly() -> None:
 @pytest.fixture
 async def proxy(database_url: str) -> AsyncIterator[Proxy]:
     url = make_url(database_url)
-    proxy = Proxy(url.host or "127.0.0.1", url.port or 5432)
+    socket_folder = url.query.get("host")  # the embedded PostgreSQL listens on a Unix socket
+    host = socket_folder if isinstance(socket_folder, str) else (url.host or "127.0.0.1")
+    proxy = Proxy(host, url.port or 5432)
     await proxy.start()
     yield proxy
     await proxy.stop()
@@ -110,7 +112,10 @@ async def test_an_outage_gives_503_and_the_service_recovers_by_itself(
     serve: Serve, database_url: str, proxy: Proxy
 ) -> None:
     through_proxy = (
-        make_url(database_url).set(port=proxy.port).render_as_string(hide_password=False)
+        make_url(database_url)
+        .difference_update_query(["host"])  # the embedded server's socket folder
+        .set(host="127.0.0.1", port=proxy.port)
+        .render_as_string(hide_password=False)
     )
     async with serve(database_url=through_proxy, connect_timeout_s=1, pool_timeout_s=1) as client:
         await listening(client)

@@ -1,0 +1,7 @@
+"""The operator's dashboard: the page (``page``) and what it shows (``data``).
+
+The page is a static shell: no data and no secret in it, so a browser can load
+it without a token. Its script polls ``GET /dashboard/data`` (bearer auth like
+every other route) and redraws; it asks for the token once and keeps it in
+``sessionStorage``. Everything ships in the package: no CDN, no build step.
+"""

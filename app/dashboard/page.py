@@ -1,0 +1,59 @@
+"""The dashboard's HTML shell (Jinja2, rendered once per process) and its JSON data."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from app import __version__
+from app.dashboard.data import STATUSES, WINDOW_MINUTES, SessionView, Snapshot
+
+POLL_INTERVAL_MS = 2000
+
+
+@cache
+def shell() -> str:
+    """The page: no data and no secret (its script fetches ``dashboard/data``)."""
+    env = Environment(
+        loader=PackageLoader("app.dashboard", "templates"),
+        autoescape=select_autoescape(["html"]),
+    )
+    return env.get_template("dashboard.html").render(
+        version=__version__,
+        poll_interval_ms=POLL_INTERVAL_MS,
+        window_minutes=WINDOW_MINUTES,
+        statuses=STATUSES,
+    )
+
+
+def _time(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _session(view: SessionView) -> dict[str, Any]:
+    return {
+        "name": view.name,
+        **{status: getattr(view.counts, status) for status in STATUSES},
+        "pending": view.counts.pending,
+        "oldest_queued_s": view.oldest_queued_s,
+        "completed_per_minute": view.completed_per_minute,
+        "wasted_per_minute": view.wasted_per_minute,
+        "wasted": sum(view.wasted_per_minute),
+    }
+
+
+def to_json(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot as JSON values; timestamps in RFC 3339 UTC."""
+    return {
+        "now": _time(snapshot.now),
+        "window_minutes": WINDOW_MINUTES,
+        "sessions": [_session(view) for view in snapshot.sessions],
+        "total": _session(snapshot.total),
+        "hidden_sessions": snapshot.hidden_sessions,
+        "expiring": [asdict(lease) for lease in snapshot.expiring],
+        "failures": [{**asdict(f), "at": _time(f.at)} for f in snapshot.failures],
+    }

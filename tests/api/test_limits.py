@@ -1,0 +1,126 @@
+"""Limits and back-pressure: payload and result sizes, an exhausted pool, the server's bounds."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from app import serve as serving
+from app.config import DEFAULT_MAX_PAYLOAD_BYTES, Settings
+from app.errors import InvalidInput
+from app.model import CompleteItem, NewLead
+from app.queue import Queue
+from tests.api import shapes
+from tests.api.conftest import Serve, runtime_of
+
+
+def _blob(size: int) -> dict[str, Any]:
+    """A payload of exactly ``size`` bytes as compact JSON."""
+    return {"b": "x" * (size - len('{"b":""}'))}
+
+
+# -- the domain ---------------------------------------------------------------
+
+
+async def test_a_payload_over_the_limit_is_refused_and_nothing_is_written(queue: Queue) -> None:
+    limit = DEFAULT_MAX_PAYLOAD_BYTES
+    assert (await queue.push("s", [NewLead(_blob(limit))])).created == 1
+    with pytest.raises(InvalidInput, match=r"leads\[1\]\.payload: must be at most 262144 bytes"):
+        await queue.push("s", [NewLead({}), NewLead(_blob(limit + 1))])
+    assert (await queue.stats("s")).queued == 1
+
+
+async def test_the_payload_limit_counts_bytes_not_characters(engine: Any) -> None:
+    queue = Queue(engine, max_payload_bytes=64)
+    with pytest.raises(InvalidInput, match="payload"):
+        await queue.push("s", [NewLead({"t": "é" * 20})])  # 20 characters, 120 bytes escaped
+    await queue.push("s", [NewLead({"t": "é" * 5})])
+
+
+async def test_a_result_over_the_limit_is_refused_and_the_lease_stays_valid(engine: Any) -> None:
+    queue = Queue(engine, max_payload_bytes=1024)
+    await queue.push("s", [NewLead({})])
+    [held] = await queue.lease_next("s", "w")
+    with pytest.raises(InvalidInput, match=r"^result: must be at most 1024 bytes"):
+        await queue.complete(held.lead.id, held.token, result=_blob(1025))
+    with pytest.raises(InvalidInput, match=r"items\[1\]\.result"):
+        await queue.complete_many(
+            [
+                CompleteItem(held.lead.id, held.token, result={}),
+                CompleteItem(held.lead.id, held.token, result=_blob(1025)),
+            ]
+        )
+    done = await queue.complete(held.lead.id, held.token, result=_blob(1024))
+    assert done.status == "done"
+
+
+# -- the API ------------------------------------------------------------------
+
+
+async def test_the_api_refuses_a_large_payload_and_result_with_422(serve: Serve) -> None:
+    async with serve(max_payload_bytes=2048) as client:
+        big = await client.post("/sessions/s/leads", json={"leads": [{"payload": _blob(4096)}]})
+        body = shapes.problem(big, 422, "validation_error")
+        assert "leads[0].payload" in body["detail"]
+        pushed = await client.post("/sessions/s/leads", json={"leads": [{"payload": {}}]})
+        assert pushed.status_code == 201
+        lease = (await client.post("/lease", json={"session": "s", "owner": "w"})).json()
+        [held] = lease["leases"]
+        item = {"lead_id": held["lead"]["id"], "token": held["token"], "result": _blob(4096)}
+        refused = await client.post("/complete", json=item)
+        assert "result" in shapes.problem(refused, 422, "validation_error")["detail"]
+        batch = await client.post("/complete/batch", json={"items": [item]})
+        assert "items[0].result" in shapes.problem(batch, 422, "validation_error")["detail"]
+        lead = (await client.get(f"/leads/{held['lead']['id']}")).json()
+        assert lead["status"] == "leased"
+
+
+async def test_an_exhausted_pool_answers_503_within_the_pool_timeout(serve: Serve) -> None:
+    async with serve(pool_size=1, pool_timeout_s=0.5) as client:
+        engine = runtime_of(client).engine
+        async with engine.connect() as held:  # the only connection of the pool
+            await held.exec_driver_sql("SELECT 1")
+            started = time.monotonic()
+            response = await client.get("/sessions/s/stats")
+            elapsed = time.monotonic() - started
+            shapes.problem(response, 503, "unavailable")
+            assert elapsed < 2.0, f"took {elapsed:.2f} s"
+        assert (await client.get("/sessions/s/stats")).status_code == 200
+
+
+async def test_an_exhausted_pool_does_not_hold_a_long_poll_forever(serve: Serve) -> None:
+    async with serve(pool_size=1, pool_timeout_s=0.5) as client:
+        engine = runtime_of(client).engine
+        async with engine.connect() as held:
+            await held.exec_driver_sql("SELECT 1")
+            started = time.monotonic()
+            response = await client.post(
+                "/lease", json={"session": "s", "owner": "w", "wait_s": 20}
+            )
+            assert time.monotonic() - started < 2.0
+            shapes.problem(response, 503, "unavailable")
+
+
+def test_the_server_bounds_connections_heads_and_idle_keep_alive() -> None:
+    settings = Settings(max_waiters=10)
+    assert serving.KEEP_ALIVE_S > 60  # longer than a balancer's idle timeout
+    assert serving.MAX_HEAD_BYTES <= 64 * 1024
+    assert 1 <= serving.limit_concurrency(settings) <= 10 + serving.CONNECTION_HEADROOM
+
+
+async def test_every_database_call_is_bounded_by_statement_timeout(serve: Serve) -> None:
+    async with serve(statement_timeout_ms=1234) as client:
+        engine = runtime_of(client).engine
+        async with engine.connect() as conn:
+            shown = (await conn.exec_driver_sql("SHOW statement_timeout")).scalar_one()
+        assert shown == "1234ms"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+async def test_probes_answer_quickly(client: httpx.AsyncClient, path: str) -> None:
+    started = time.monotonic()
+    assert (await client.get(path)).status_code == 200
+    assert time.monotonic() - started < 2.0

@@ -1,0 +1,231 @@
+"""The dashboard in a real browser: headless Chromium (the system's) driven by Playwright.
+
+Runs ``leaseq serve`` as a process, opens ``/dashboard``, and checks that the
+page shows what ``/stats`` says, follows the queue as it moves, cancels and
+retries leads, and asks for the token when the service wants one. The page
+must not reach anything but the service (it works offline). A screenshot is
+kept in ``test-artifacts/dashboard.png``.
+
+Chromium comes from the system (Debian's ``chromium`` package: ``apt-get
+install -y chromium``; ``.ci/run`` installs it), never ``playwright install``.
+Without it these tests fail, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.serving import ROOT, Service, Services
+
+pytestmark = pytest.mark.service
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = ROOT / "test-artifacts"
+WAIT_MS = 15_000
+SESSION = "crawl"
+TOKEN = "dashboard-token"
+
+
+def chromium_path() -> str:
+    found = os.environ.get("LEASEQ_TEST_CHROMIUM") or shutil.which("chromium")
+    if found is None:
+        pytest.fail(
+            "the dashboard tests need Chromium: apt-get update && apt-get install -y chromium "
+            "(or set LEASEQ_TEST_CHROMIUM to a Chromium binary)",
+            pytrace=False,
+        )
+    return found
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    running = Services(tmp_path)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    executable = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def push(http: httpx.Client, n: int) -> list[int]:
+    answer = http.post(
+        f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {"i": i}} for i in range(n)]}
+    )
+    assert answer.status_code == 201, answer.text
+    ids: list[int] = answer.json()["ids"]
+    return ids
+
+
+def lease(http: httpx.Client, n: int, owner: str) -> list[dict[str, Any]]:
+    answer = http.post("/lease", json={"session": SESSION, "owner": owner, "max": n, "ttl_s": 120})
+    leases: list[dict[str, Any]] = answer.json()["leases"]
+    assert len(leases) == n
+    return leases
+
+
+def shown_counts(page: Any, session: str) -> dict[str, int]:
+    row = page.locator(f'#sessions tbody tr[data-session="{session}"]')
+    columns = ("queued", "leased", "done", "failed", "cached", "pending")
+    return {c: int(row.locator(f"td.n-{c}").inner_text()) for c in columns}
+
+
+def wait_for_counts(page: Any, session: str, expected: dict[str, int]) -> None:
+    """Until the page's row of ``session`` shows ``expected`` (the page polls on its own)."""
+    page.wait_for_function(
+        """([session, expected]) => {
+            const row = document.querySelector(`#sessions tbody tr[data-session="${session}"]`);
+            if (!row) return false;
+            return Object.entries(expected).every(
+                ([k, v]) => row.querySelector(`td.n-${k}`).textContent === String(v));
+        }""",
+        arg=[session, expected],
+        timeout=WAIT_MS,
+    )
+
+
+def only_the_service(page: Any, service: Service) -> list[str]:
+    """Record every URL the page asks for."""
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    return asked
+
+
+def test_the_dashboard_follows_the_queue_and_operates_on_leads(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with service.client() as http:
+        push(http, 5)
+        [done, held, failing] = lease(http, 3, owner="worker-7")
+        http.post("/complete", json={"lead_id": done["lead"]["id"], "token": done["token"]})
+        http.post(
+            "/complete",
+            json={
+                "lead_id": failing["lead"]["id"],
+                "token": failing["token"],
+                "status": "failed",
+                "error": "<img src=x> timed out",
+            },
+        )
+
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        asked = only_the_service(page, service)
+        page.goto(f"{service.url}/dashboard")
+        page.wait_for_selector(f'#sessions tbody tr[data-session="{SESSION}"]', timeout=WAIT_MS)
+
+        stats = http.get("/stats").json()
+        assert shown_counts(page, SESSION) == stats["sessions"][SESSION]
+        assert stats["sessions"][SESSION] == {
+            "queued": 2, "leased": 1, "done": 1, "failed": 1, "cached": 0, "pending": 3
+        }  # fmt: skip
+        total = page.locator("#total")
+        assert total.locator("td.n-pending").inner_text() == str(stats["total"]["pending"])
+        expiring = page.locator(f'#expiring tr[data-lead="{held["lead"]["id"]}"]')
+        assert "worker-7" in expiring.inner_text()
+        failure = page.locator(f'#failures tr[data-lead="{failing["lead"]["id"]}"]')
+        assert "<img src=x> timed out" in failure.inner_text()  # shown as text, not markup
+        assert page.locator("#failures img").count() == 0
+        assert page.locator("#chart rect").count() == 15
+
+        # It follows the queue without a reload.
+        push(http, 4)
+        wait_for_counts(page, SESSION, {"queued": 6, "pending": 7})
+        page.wait_for_function(
+            "() => document.getElementById('chart').dataset.values.endsWith(',2')",
+            timeout=WAIT_MS,
+        )
+
+        # Cancel the held lease from the page: it fails with "cancelled".
+        page.click(f'#expiring button[data-action="cancel"][data-lead="{held["lead"]["id"]}"]')
+        page.wait_for_selector(
+            f'#failures button[data-action="retry"][data-lead="{held["lead"]["id"]}"]',
+            timeout=WAIT_MS,
+        )
+        cancelled = http.get(f"/leads/{held['lead']['id']}").json()
+        assert (cancelled["status"], cancelled["error"]) == ("failed", "cancelled")
+        renewed = http.post("/renew", json={"lead_id": held["lead"]["id"], "token": held["token"]})
+        assert renewed.json()["code"] == "lease_lost"
+
+        # Retry the failed lead from the page: it is queued again.
+        page.click(f'#failures button[data-action="retry"][data-lead="{failing["lead"]["id"]}"]')
+        page.wait_for_selector(
+            f'#failures tr[data-lead="{failing["lead"]["id"]}"]', state="detached", timeout=WAIT_MS
+        )
+        assert http.get(f"/leads/{failing['lead']['id']}").json()["status"] == "queued"
+        wait_for_counts(page, SESSION, http.get(f"/sessions/{SESSION}/stats").json())
+
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        assert (ARTIFACTS / "dashboard.png").stat().st_size > 0
+        assert asked and all(url.startswith(service.url + "/") for url in asked), asked
+
+
+def test_with_tokens_the_dashboard_asks_for_one_and_keeps_it(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start(
+        "--sweep-interval", "3600", "--token", TOKEN, database_url=database_url
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with service.client(headers=auth) as http:
+        push(http, 3)
+        [held] = lease(http, 1, owner="worker-1")
+
+        page = browser.new_page()
+        asked = only_the_service(page, service)
+        page.goto(f"{service.url}/dashboard")
+        page.wait_for_selector("#login", state="visible", timeout=WAIT_MS)
+        assert page.locator("#main").is_hidden()
+
+        page.fill("#token", "wrong")
+        page.click("#login button[type=submit]")
+        page.wait_for_function(
+            "() => document.getElementById('login-error').textContent.includes('refused')",
+            timeout=WAIT_MS,
+        )
+
+        page.fill("#token", TOKEN)
+        page.click("#login button[type=submit]")
+        wait_for_counts(page, SESSION, {"queued": 2, "leased": 1, "pending": 3})
+        assert page.evaluate("sessionStorage.getItem('leaseq-token')") == TOKEN
+
+        # Kept for the tab: a reload does not ask again, and the page keeps up.
+        page.reload()
+        wait_for_counts(page, SESSION, {"queued": 2, "leased": 1})
+        push(http, 1)
+        wait_for_counts(page, SESSION, {"queued": 3, "pending": 4})
+
+        page.click(f'#expiring button[data-action="cancel"][data-lead="{held["lead"]["id"]}"]')
+        page.wait_for_selector(
+            f'#failures button[data-action="retry"][data-lead="{held["lead"]["id"]}"]',
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/leads/{held['lead']['id']}").json()["error"] == "cancelled"
+        assert all(TOKEN not in url for url in asked)  # never in a URL

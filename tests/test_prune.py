@@ -1,0 +1,184 @@
+"""Retention: ``Queue.prune``, ``leaseq prune`` and the service's background pruner.
+
+Only terminal leads (done, failed, cached) last changed before the cutoff go,
+with their ledger rows; queued and leased leads stay whatever their age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api.runtime import Runtime
+from app.cli import parse_duration
+from app.config import Settings
+from app.errors import InvalidInput
+from app.model import NewLead
+from app.queue import Queue
+from tests.api.conftest import until
+from tests.serving import leaseq
+from tests.support import at, events, fetch, leads
+
+DAY = 86400.0
+
+
+async def _ids(engine: AsyncEngine) -> set[int]:
+    return {row["id"] for row in await fetch(engine, "SELECT id FROM leads")}
+
+
+async def _finish(
+    queue: Queue, n: int, status: str, *, when: float, session: str = "s"
+) -> list[int]:
+    """Push ``n`` leads and finish each with ``status`` at ``at(when)``."""
+    pushed = await queue.push(session, leads(n), now=at(when))
+    held = await queue.lease_next(session, "w", max=n, now=at(when))
+    for lease in held:
+        await queue.complete(lease.lead.id, lease.token, status, now=at(when))
+    return pushed.ids
+
+
+async def test_prune_deletes_only_old_terminal_leads_with_their_events(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    done = await _finish(queue, 2, "done", when=0)
+    failed = await _finish(queue, 1, "failed", when=0)
+    cached = await _finish(queue, 1, "cached", when=0)
+    recent = await _finish(queue, 2, "done", when=6 * DAY)  # finished a day before the cutoff
+    queued = (await queue.push("s", leads(2), now=at(0))).ids
+    leased_ids = (await queue.push("s", leads(2), now=at(0))).ids
+    held = await queue.lease_next("s", "w", max=4, now=at(1))
+    assert {lease.lead.id for lease in held} == set(queued + leased_ids)
+    # Two of them back to queued, two leased with a long-expired lease: neither may go.
+    for lease in held[:2]:
+        await queue.release(lease.lead.id, lease.token, now=at(2))
+    old = set(done + failed + cached)
+    assert {row["lead_id"] for row in await events(engine)} >= old
+
+    pruned = await queue.prune(7 * DAY, now=at(7 * DAY + 1))
+
+    assert pruned == len(old)
+    assert await _ids(engine) == set(recent + queued + leased_ids)
+    assert not {row["lead_id"] for row in await events(engine)} & old
+    assert await queue.prune(7 * DAY, now=at(7 * DAY + 1)) == 0
+
+
+async def test_prune_works_in_batches_and_by_session(queue: Queue, engine: AsyncEngine) -> None:
+    mine = await _finish(queue, 7, "done", when=0)
+    other = await _finish(queue, 3, "done", when=0, session="other")
+    seen: list[int] = []
+    original = queue._rows
+
+    async def counting(stmt: Any, params: dict[str, Any]) -> list[Mapping[str, Any]]:
+        rows = await original(stmt, params)
+        seen.append(rows[0]["pruned"])  # only prune statements run below
+        return rows
+
+    queue._rows = counting  # type: ignore[method-assign]
+    assert await queue.prune(60, "s", now=at(3600), batch=3) == 7
+    assert seen == [3, 3, 1]
+    assert await _ids(engine) == set(other)
+    assert not set(mine) & await _ids(engine)
+    assert await queue.prune(60, now=at(3600), batch=3) == 3
+    assert await _ids(engine) == set()
+
+
+async def test_prune_uses_the_database_clock(queue: Queue, engine: AsyncEngine) -> None:
+    await queue.push("s", leads(1))
+    [held] = await queue.lease_next("s", "w")
+    await queue.complete(held.lead.id, held.token)
+    assert await queue.prune(3600) == 0  # just finished
+    async with engine.connect() as conn:
+        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '2 hours'"))
+    assert await queue.prune(3600) == 1
+
+
+async def test_a_pruned_key_can_be_pushed_again(queue: Queue) -> None:
+    [first] = (await queue.push("s", [NewLead({}, key="k")], now=at(0))).ids
+    [held] = await queue.lease_next("s", "w", now=at(0))
+    await queue.complete(held.lead.id, held.token, now=at(0))
+    again = await queue.push("s", [NewLead({}, key="k")], now=at(1))
+    assert again.ids == [first] and again.duplicates == 1
+    assert await queue.prune(60, now=at(120)) == 1
+    fresh = await queue.push("s", [NewLead({}, key="k")], now=at(121))
+    assert fresh.created == 1 and fresh.ids != [first]
+
+
+@pytest.mark.parametrize("older_than_s", [-1, float("nan"), "7d", True])
+async def test_prune_refuses_a_bad_age(queue: Queue, older_than_s: object) -> None:
+    with pytest.raises(InvalidInput, match="older_than_s"):
+        await queue.prune(older_than_s)  # type: ignore[arg-type]
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90s") == 90
+    assert parse_duration("30m") == 1800
+    assert parse_duration("12h") == 12 * 3600
+    assert parse_duration("7d") == 7 * DAY
+    assert parse_duration("1.5h") == 5400
+    for bad in ("7", "d", "-1d", "7w", ""):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+async def test_the_service_prunes_when_configured(database_url: str) -> None:
+    settings = Settings(
+        database_url=database_url,
+        sweep_interval_s=3600,
+        prune_after_s=60,
+        prune_interval_s=0.05,
+        statement_timeout_ms=30_000,
+    )
+    runtime = Runtime.build(settings)
+    queue = runtime.queue
+    old = await _finish(queue, 3, "done", when=0)
+    await queue.push("s", leads(1), now=at(0))  # queued, old: stays
+    async with runtime.engine.connect() as conn:  # finished long ago on the database clock
+        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '1 hour'"))
+    await runtime.start()
+    try:
+
+        async def gone() -> bool:
+            return not set(old) & await _ids(runtime.engine)
+
+        await until(gone, within_s=10)
+        assert len(await _ids(runtime.engine)) == 1
+    finally:
+        await runtime.stop()
+
+
+async def test_the_service_keeps_everything_by_default(database_url: str) -> None:
+    runtime = Runtime.build(Settings(database_url=database_url, sweep_interval_s=3600))
+    await runtime.start()
+    try:
+        assert runtime.settings.prune_after_s is None
+        names = {task.get_name() for task in runtime._tasks}
+        assert "leaseq-pruner" not in names
+    finally:
+        await runtime.stop()
+
+
+@pytest.mark.service
+async def test_leaseq_prune_command(database_url: str, queue: Queue, engine: AsyncEngine) -> None:
+    done_ids = await _finish(queue, 2, "done", when=0)
+    [queued] = (await queue.push("s", leads(1))).ids
+    async with engine.connect() as conn:
+        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '2 days'"))
+
+    done = await asyncio.to_thread(
+        leaseq, "prune", "--older-than", "1d", "--session", "s", "--database-url", database_url
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pruned 2 leads from session s" in done.stdout
+    assert await _ids(engine) == {queued}
+    assert not set(done_ids) & {row["lead_id"] for row in await events(engine)}
+
+    bad = await asyncio.to_thread(
+        leaseq, "prune", "--older-than", "soon", "--database-url", database_url
+    )
+    assert bad.returncode == 2
+    assert "--older-than" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
