@@ -82,7 +82,7 @@ class Queue:
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
 
-    async def _run(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def with_connection(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``work`` on a pooled connection, shielded from the caller's cancellation.
 
         A caller cancelled mid-statement (a client that hung up, a shutdown) must
@@ -126,7 +126,7 @@ class Queue:
             result = await conn.execute(stmt, params)
             return [cast(Mapping[str, Any], row._mapping) for row in result]
 
-        return await self._run(fetch)
+        return await self.with_connection(fetch)
 
     # -- producers ---------------------------------------------------------
 
@@ -172,7 +172,7 @@ class Queue:
                 id_by_key.update({row.key: row.id for row in found})
             return inserted, id_by_key
 
-        inserted, id_by_key = await self._run(insert)
+        inserted, id_by_key = await self.with_connection(insert)
         new_keys = {row.key for row in inserted if row.key is not None}
         # Inserted rows got ascending ids in input order (drawn so by sql.push).
         fresh = iter(row.id for row in inserted)

@@ -184,7 +184,7 @@ async def report(queue: Queue, session: str) -> Report:
         ]
 
     # Through the queue's connection handling, so an outage is Unavailable here too.
-    [[row], histogram, by_owner] = await queue._run(read)
+    [[row], histogram, by_owner] = await queue.with_connection(read)
     return Report(
         **{name: int(row[name]) for name in COUNTERS},
         attempts_per_lead={int(r["leases"]): int(r["leads"]) for r in histogram},

@@ -125,13 +125,17 @@ def backend_cpu_s(pids: Sequence[int]) -> float | None:
     return None if None in seconds else sum(s or 0.0 for s in seconds)
 
 
-async def backend_pids(engine: AsyncEngine) -> list[int]:
-    """The client backends connected to this engine's (benchmark-only) database."""
+async def backend_pids(engine: AsyncEngine, *, but_the_asker: bool = False) -> list[int]:
+    """The client backends connected to this engine's (benchmark-only) database.
+
+    ``but_the_asker`` leaves out the connection asking (an engine of its own).
+    """
+    asker = "AND pid <> pg_backend_pid()" if but_the_asker else ""
     async with engine.connect() as conn:
         rows = await conn.execute(
             text(
                 "SELECT pid FROM pg_stat_activity "
-                "WHERE datname = current_database() AND backend_type = 'client backend'"
+                f"WHERE datname = current_database() AND backend_type = 'client backend' {asker}"
             )
         )
         return [row.pid for row in rows]

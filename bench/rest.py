@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import text
 
 from app.queue import Queue
 
@@ -201,14 +200,7 @@ def postgres_meter(url: str) -> CpuMeter:
     async def find() -> list[int]:
         engine = core.engine_for(url, pool_size=1)
         try:
-            async with engine.connect() as conn:
-                rows = await conn.execute(
-                    text(
-                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-                    )
-                )
-                return [row.pid for row in rows]
+            return await core.backend_pids(engine, but_the_asker=True)
         finally:
             await engine.dispose()
 

@@ -159,9 +159,14 @@ def _counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Counts]:
 
 async def snapshot(queue: Queue) -> Snapshot:
     """What the dashboard shows now. Raises Unavailable when the database does not answer."""
-    now, counts_rows, oldest_rows, minute_rows, expiring_rows, failure_rows = await queue._run(
-        _read
-    )
+    (
+        now,
+        counts_rows,
+        oldest_rows,
+        minute_rows,
+        expiring_rows,
+        failure_rows,
+    ) = await queue.with_connection(_read)
     counts = _counts(counts_rows)
     oldest = {r["session"]: float(r["age_s"]) for r in oldest_rows}
     completed: dict[str, list[int]] = {}
