@@ -36,6 +36,21 @@ class Settings(BaseSettings):
         default=None,
         description="A direct connection for LISTEN when database_url goes through a pooler.",
     )
+    database_pooled: bool = Field(
+        default=False,
+        description=(
+            "database_url goes through a transaction-mode pooler (PgBouncer): no session state "
+            "on it (no startup options, no LISTEN) and no prepared statements unless "
+            "database_prepared_statements says otherwise."
+        ),
+    )
+    database_prepared_statements: bool | None = Field(
+        default=None,
+        description=(
+            "Let psycopg prepare statements it runs often; unset: on, except when "
+            "database_pooled (a pooler in transaction mode without prepared-statement support)."
+        ),
+    )
     data_dir: Path = Field(default_factory=default_data_dir)
     lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0, le=MAX_TTL_S)
     api_tokens: str = Field(
@@ -77,6 +92,22 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    @property
+    def prepared_statements(self) -> bool:
+        """Whether the engine lets psycopg prepare statements on ``database_url``."""
+        if self.database_prepared_statements is not None:
+            return self.database_prepared_statements
+        return not self.database_pooled
+
+    @property
+    def listen_url(self) -> str | None:
+        """Where the listener LISTENs: the direct URL when set, else ``database_url`` unless
+        that goes through a pooler. None: no LISTEN, waiting leases poll every
+        ``poll_interval_s``."""
+        if self.listen_database_url is not None:
+            return self.listen_database_url
+        return None if self.database_pooled else self.database_url
 
     @property
     def token_list(self) -> list[str]:

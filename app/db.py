@@ -93,6 +93,12 @@ leads = Table(
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
     Index("leads_session_status", "session", "status"),
+    # The pruner's index: terminal leads, oldest change first (revision 0002).
+    Index(
+        "leads_terminal_updated",
+        "updated_at",
+        postgresql_where=text(_in("status", TERMINAL_STATUSES)),
+    ),
 )
 
 lead_events = Table(
@@ -110,6 +116,12 @@ lead_events = Table(
     CheckConstraint(_in("event", EVENTS), name="lead_events_event_valid"),
     Index("lead_events_session_lead", "session", "lead_id", "id"),
     Index("lead_events_lead", "lead_id"),
+    # The dashboard's throughput window: ends of attempts by time (revision 0002).
+    Index(
+        "lead_events_outcomes_at",
+        "at",
+        postgresql_where=text(_in("event", ("completed", "expired", "released"))),
+    ),
 )
 
 
@@ -134,8 +146,19 @@ def create_engine(settings: Settings, url: str, *, pool_size: int | None = None)
     connection given another ``isolation_level``. Every statement is bounded by
     ``statement_timeout`` and every connection attempt by ``connect_timeout``,
     so an outage fails fast.
+
+    Through a transaction-mode pooler (``settings.database_pooled``) a
+    connection carries no session state: no startup ``options`` (PgBouncer
+    refuses them; set ``statement_timeout`` on the role, the database or the
+    pooler's ``connect_query``), and psycopg prepares no statement unless
+    ``settings.prepared_statements`` (the pooler hands each transaction to
+    any server connection, where a named statement may not exist).
     """
-    options = f"-c statement_timeout={settings.statement_timeout_ms}"
+    connect_args: dict[str, object] = {"connect_timeout": settings.connect_timeout_s}
+    if not settings.database_pooled:
+        connect_args["options"] = f"-c statement_timeout={settings.statement_timeout_ms}"
+    if not settings.prepared_statements:
+        connect_args["prepare_threshold"] = None
     size = pool_size or settings.pool_size
     return create_async_engine(
         sqlalchemy_url(url),
@@ -145,5 +168,5 @@ def create_engine(settings: Settings, url: str, *, pool_size: int | None = None)
         pool_timeout=settings.pool_timeout_s,
         pool_pre_ping=False,
         pool_recycle=1800,
-        connect_args={"options": options, "connect_timeout": settings.connect_timeout_s},
+        connect_args=connect_args,
     )

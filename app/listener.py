@@ -11,6 +11,13 @@ every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
 and a delayed push sends none when it becomes available), and the listener
 reconnects by itself with backoff, waking everyone after each (re)connect.
 
+LISTEN is session state: behind a pooler in transaction mode it would stay on
+whichever server connection ran it, and its notifications would reach other
+clients. So the listener only ever connects to a direct URL
+(``Settings.listen_url``); with none (a pooled ``database_url`` and no
+``listen_database_url``) it does not listen at all, and waiters fall back to
+the slow poll.
+
 Knows nothing of HTTP.
 """
 
@@ -79,13 +86,16 @@ class Listener:
 
     def __init__(
         self,
-        database_url: str,
+        database_url: str | None,
         *,
         max_waiters: int = 1000,
         poll_interval_s: float = 1.5,
         connect_timeout_s: int = 5,
     ) -> None:
-        self._conninfo = make_conninfo(libpq_url(database_url), **KEEPALIVES)
+        """``database_url``: a direct connection to LISTEN on; None: never listen (slow poll)."""
+        self._conninfo = (
+            None if database_url is None else make_conninfo(libpq_url(database_url), **KEEPALIVES)
+        )
         self.max_waiters = max_waiters
         self.poll_interval_s = poll_interval_s
         self.connect_timeout_s = connect_timeout_s
@@ -137,13 +147,29 @@ class Listener:
 
     # -- listening -----------------------------------------------------------
 
+    @property
+    def listens(self) -> bool:
+        """False when there is no direct connection to LISTEN on: waiters only poll."""
+        return self._conninfo is not None
+
     async def run(self) -> None:
-        """LISTEN until cancelled, reconnecting with backoff; never raises but CancelledError."""
+        """LISTEN until cancelled, reconnecting with backoff; never raises but CancelledError.
+
+        Without a direct URL, returns at once: waiters wake every ``poll_interval_s``.
+        """
+        conninfo = self._conninfo
+        if conninfo is None:
+            log.info(
+                "no direct connection for LISTEN (the database URL goes through a pooler and "
+                "no listen URL is set): waiting leases poll every %.1fs",
+                self.poll_interval_s,
+            )
+            return
         backoff = BACKOFF_FIRST_S
         while not self.closed:
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True, connect_timeout=self.connect_timeout_s
+                    conninfo, autocommit=True, connect_timeout=self.connect_timeout_s
                 )
                 try:
                     async with asyncio.timeout(self.connect_timeout_s):

@@ -39,6 +39,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from app.model import AllCounts, Counts
 
 __all__ = [
+    "AUTOVACUUM",
     "COMPLETIONS",
     "CONTENT_TYPE",
     "LEASES",
@@ -101,6 +102,14 @@ POOL = Gauge(
     ["state"],
     registry=REGISTRY,
     multiprocess_mode="livesum",
+)
+AUTOVACUUM = Gauge(
+    "leaseq_database_autovacuum_enabled",
+    "1 when the PostgreSQL server runs autovacuum (SHOW autovacuum), 0 when it is off and "
+    "the space of finished and pruned leads is never reclaimed; read when a server process "
+    "first reaches the database (0 until then).",
+    registry=REGISTRY,
+    multiprocess_mode="livemin",
 )
 REQUEST_LATENCY = Histogram(
     "leaseq_request_duration_seconds",

@@ -157,6 +157,24 @@ def check_schema(url: str, revision: str | None) -> None:
     raise ServeError(f"the database at {shown(url)} {why}; {upgrade}", EXIT_SCHEMA)
 
 
+def migration_url(settings: Settings) -> str:
+    """Where ``--migrate`` migrates: ``database_url``, or the direct URL behind a pooler.
+
+    Migrations hold a session advisory lock and may build indexes concurrently,
+    neither of which survives a pooler in transaction mode. Raises ServeError
+    when the only URL goes through one.
+    """
+    assert settings.database_url is not None
+    if not settings.database_pooled:
+        return settings.database_url
+    if settings.listen_database_url is None:
+        raise ServeError(
+            "--migrate needs a direct connection when LEASEQ_DATABASE_POOLED is set: set "
+            "LEASEQ_LISTEN_DATABASE_URL, or run `leaseq db upgrade` with the direct URL first"
+        )
+    return settings.listen_database_url
+
+
 def upgrade_schema(url: str) -> None:
     """Migrate to head; raise ServeError on failure."""
     try:
@@ -257,7 +275,7 @@ def run(
             check_database_url(url)
             revision = schema_revision(url, settings.connect_timeout_s)
             if options.migrate:
-                upgrade_schema(url)
+                upgrade_schema(migration_url(settings))
             else:
                 check_schema(url, revision)
         export(settings, environ)

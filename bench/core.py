@@ -19,8 +19,8 @@ from /proc when the server is on this machine): on a shared machine that
 figure holds steady while throughput moves.
 
 ``--round-trips`` instead counts, for every queue operation, the statements
-SQLAlchemy sends and the network round trips libpq makes (from libpq's
-protocol trace), on a small run.
+sent and the network round trips libpq makes (both from libpq's protocol
+trace), on a small run.
 
 Usage, from the repo root::
 
@@ -462,9 +462,11 @@ def table(results: Sequence[RunResult]) -> str:
 _MARK = "leaseq-bench-mark"
 
 
-def count_round_trips(trace: str) -> dict[str, int]:
-    """Round trips per marked section of a libpq trace (a run of F lines, then B lines)."""
+def count_round_trips(trace: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Round trips (a run of F lines, then B lines) and statements (a ``Query`` or
+    ``Bind`` message) per marked section of a libpq trace."""
     sections: dict[str, int] = {}
+    statements: Counter[str] = Counter()
     current: str | None = None
     previous = "B"
     for line in trace.splitlines():
@@ -475,10 +477,13 @@ def count_round_trips(trace: str) -> dict[str, int]:
         if direction == "F" and (found := re.search(_MARK + r" ([\w.-]+)", line)):
             current = found.group(1)
             sections[current] = -1  # the marker's own round trip is not counted
+            statements[current] = -1
         if direction == "F" and previous == "B" and current is not None:
             sections[current] += 1
+        if direction == "F" and parts[2] in ("Query", "Bind") and current is not None:
+            statements[current] += 1
         previous = direction
-    return sections
+    return sections, dict(statements)
 
 
 async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, Any]]:
@@ -486,7 +491,6 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
     trace_file = Path(tempfile.mkstemp(prefix="leaseq-trace-", suffix=".txt")[1])
     fd = os.open(trace_file, os.O_WRONLY | os.O_TRUNC)
     traced: list[Any] = []
-    statements: Counter[str] = Counter()
     current = ["-"]
     rows: list[dict[str, Any]] = []
     with fresh_database(server_url) as url:
@@ -498,10 +502,6 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
             pgconn.trace(fd)
             pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
             traced.append(pgconn)
-
-        @event.listens_for(engine.sync_engine, "before_cursor_execute")
-        def _count(*_args: Any) -> None:
-            statements[current[0]] += 1
 
         queue = Queue(engine, ledger=ledger)
         future = (await queue.db_now()) + timedelta(hours=1)
@@ -561,10 +561,10 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
                 pgconn.untrace()  # flushes libpq's buffered trace
             await engine.dispose()
             os.close(fd)
-    trips = count_round_trips(await asyncio.to_thread(trace_file.read_text))
+    trips, statements = count_round_trips(await asyncio.to_thread(trace_file.read_text))
     await asyncio.to_thread(trace_file.unlink)
     for row in rows:
-        row["statements"] = statements[row["operation"]]
+        row["statements"] = statements.get(row["operation"])
         row["round_trips"] = trips.get(row["operation"])
     return rows
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -15,11 +21,16 @@ from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
 
 from app import migrate
 from app.config import Settings
-from app.db import LEADS_STORAGE, lead_events, leads, metadata, sqlalchemy_url
+from app.db import LEADS_STORAGE, lead_events, leads, libpq_url, metadata, sqlalchemy_url
 from app.db import create_engine as create_async_engine
+from tests.schema_catalog import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# The catalogs of a database at revision 0001 as first released, when 0001 still
+# built its tables from app.db: the frozen 0001 must keep building exactly this.
+SCHEMA_0001 = Path(__file__).resolve().parent / "fixtures" / "schema_0001.json"
+INDEXES_0002 = {"leads_terminal_updated", "lead_events_outcomes_at"}
 
 
 @pytest.fixture
@@ -74,6 +85,176 @@ def test_upgrade_builds_exactly_the_table_definitions(
     assert "WHERE (key IS NOT NULL)" in indexes["leads_session_key"]
 
 
+def _schema(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+    with engine.connect() as conn:
+        return fingerprint(conn)
+
+
+def _frozen_0001() -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = json.loads(SCHEMA_0001.read_text())
+    return found
+
+
+@pytest.fixture
+def another_engine(server_url: str) -> Iterator[Engine]:
+    """A second empty database on the same server, to build the schema another way."""
+    name = f"leaseq_e_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    engine = create_engine(sqlalchemy_url(server_url).set(database=name))
+    yield engine
+    engine.dispose()
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_0001_builds_the_schema_it_was_released_with(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """0001 is frozen: written out op by op, it builds what it built from app.db."""
+    migrate.upgrade(empty_database_url, "0001")
+    assert _schema(sync_engine) == _frozen_0001()
+
+
+def test_0001_does_not_read_the_table_definitions() -> None:
+    """A frozen revision stands alone: nothing in it follows later changes to app.db."""
+    source = (ROOT / "migrations" / "versions" / "0001_initial.py").read_text()
+    assert "from app" not in source
+    assert "import app" not in source
+
+
+def test_head_builds_what_the_table_definitions_create(
+    empty_database_url: str, sync_engine: Engine, another_engine: Engine
+) -> None:
+    """Every column, check, predicate and storage parameter, not only what autogenerate sees."""
+    migrate.upgrade(empty_database_url)
+    with another_engine.begin() as conn:
+        metadata.create_all(conn)
+        storage = ", ".join(f"{name} = {value}" for name, value in LEADS_STORAGE.items())
+        conn.execute(text(f"ALTER TABLE leads SET ({storage})"))
+    assert _schema(sync_engine) == _schema(another_engine)
+
+
+def test_0002_adds_its_indexes_and_nothing_else(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    migrate.upgrade(empty_database_url, "0001")
+    before = _schema(sync_engine)
+    migrate.upgrade(empty_database_url, "0002")
+    after = _schema(sync_engine)
+    assert {k: v for k, v in after.items() if k != "indexes"} == {
+        k: v for k, v in before.items() if k != "indexes"
+    }
+    added = [i for i in after["indexes"] if i not in before["indexes"]]
+    assert {i["name"] for i in added} == INDEXES_0002
+    assert all(i["valid"] for i in added)
+    by_name = {i["name"]: i["definition"] for i in added}
+    assert by_name["leads_terminal_updated"] == (
+        "CREATE INDEX leads_terminal_updated ON public.leads USING btree (updated_at) "
+        "WHERE (status = ANY (ARRAY['done'::text, 'failed'::text, 'cached'::text]))"
+    )
+    assert by_name["lead_events_outcomes_at"] == (
+        "CREATE INDEX lead_events_outcomes_at ON public.lead_events USING btree (at) "
+        "WHERE (event = ANY (ARRAY['completed'::text, 'expired'::text, 'released'::text]))"
+    )
+
+    migrate.downgrade(empty_database_url, "0001")
+    assert _schema(sync_engine) == before == _frozen_0001()
+
+
+def test_0002_upgrades_a_queue_with_leads_in_it(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """Built on a table that has rows, the index holds exactly the terminal ones."""
+    migrate.upgrade(empty_database_url, "0001")
+    with sync_engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO leads (session, status, updated_at) "
+                "SELECT 's', CASE WHEN n % 2 = 0 THEN 'done' ELSE 'queued' END, "
+                "now() - make_interval(secs => 10 * n) FROM generate_series(1, 1000) AS n"
+            )
+        )
+    migrate.upgrade(empty_database_url)
+    oldest = (
+        "SELECT count(*) FROM leads WHERE status IN ('done', 'failed', 'cached') "
+        "AND updated_at < now() - interval '9005 seconds'"
+    )
+    with sync_engine.connect() as conn:
+        conn.execute(text("SET enable_seqscan = off"))
+        conn.execute(text("SET enable_bitmapscan = off"))
+        plan = "\n".join(r[0] for r in conn.execute(text(f"EXPLAIN {oldest}")))
+        assert "leads_terminal_updated" in plan, plan
+        assert conn.execute(text(oldest)).scalar() == 50  # n = 902, 904, …, 1000
+    assert _diff(sync_engine) == []
+
+
+def test_0002_lets_the_queue_write_while_it_builds(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """While a build waits for a transaction that writes, other writes still go through.
+
+    A plain CREATE INDEX would queue its SHARE lock behind the open writer, and
+    every later write would queue behind it: the queue would stall.
+    """
+    migrate.upgrade(empty_database_url, "0001")
+    url = libpq_url(empty_database_url)
+    with psycopg.connect(url) as writer, psycopg.connect(url, autocommit=True) as other:
+        writer.execute("INSERT INTO leads (session) VALUES ('open')")  # left uncommitted
+        upgrade = threading.Thread(target=migrate.upgrade, args=(empty_database_url,))
+        upgrade.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not other.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' "
+                "AND wait_event_type = 'Lock' AND datname = current_database()"
+            ).fetchone():
+                assert time.monotonic() < deadline, "the build never waited"
+                time.sleep(0.02)
+            other.execute("SET statement_timeout = '2s'")
+            other.execute("INSERT INTO leads (session) VALUES ('during')")
+            other.execute("UPDATE leads SET status = 'done' WHERE session = 'during'")
+            other.execute(
+                "INSERT INTO lead_events (lead_id, session, event, status, attempt, at) "
+                "VALUES (1, 'during', 'completed', 'done', 1, now())"
+            )
+        finally:
+            writer.commit()
+            upgrade.join(60)
+    assert not upgrade.is_alive()
+    assert migrate.current(empty_database_url) == migrate.head()
+    built = {i["name"]: i["valid"] for i in _schema(sync_engine)["indexes"]}
+    assert all(built[name] for name in INDEXES_0002)
+
+
+def test_0002_rebuilds_an_index_a_failed_build_left_invalid(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """A concurrent build that fails leaves an invalid index; the next upgrade replaces it."""
+    migrate.upgrade(empty_database_url, "0001")
+    with sync_engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO leads (session, status) VALUES ('s', 'done'), ('s', 'done')")
+        )
+    failing = (
+        "CREATE UNIQUE INDEX CONCURRENTLY leads_terminal_updated ON leads (session) "
+        "WHERE status IN ('done', 'failed', 'cached')"
+    )
+    with (
+        psycopg.connect(libpq_url(empty_database_url), autocommit=True) as conn,
+        pytest.raises(psycopg.errors.UniqueViolation),
+    ):
+        conn.execute(failing)
+    [left] = [i for i in _schema(sync_engine)["indexes"] if i["name"] == "leads_terminal_updated"]
+    assert not left["valid"]
+
+    migrate.upgrade(empty_database_url)
+    [built] = [i for i in _schema(sync_engine)["indexes"] if i["name"] == "leads_terminal_updated"]
+    assert built["valid"]
+    assert "(updated_at)" in built["definition"]
+    assert "UNIQUE" not in built["definition"]
+
+
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:
     migrate.upgrade(empty_database_url)
     with sync_engine.connect() as conn:
@@ -98,6 +279,7 @@ def test_downgrade_to_base_and_upgrade_again(empty_database_url: str, sync_engin
     migrate.upgrade(empty_database_url)
     assert migrate.current(empty_database_url) == migrate.head()
     assert _diff(sync_engine) == []
+    assert set(_index_definitions(sync_engine)) >= INDEXES_0002
 
 
 def test_upgrade_twice_is_harmless(empty_database_url: str, sync_engine: Engine) -> None:

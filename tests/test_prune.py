@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import sql
 from app.api.runtime import Runtime
 from app.cli import parse_duration
 from app.config import Settings
@@ -85,6 +86,26 @@ async def test_prune_works_in_batches_and_by_session(queue: Queue, engine: Async
     assert not set(mine) & await _ids(engine)
     assert await queue.prune(60, now=at(3600), batch=3) == 3
     assert await _ids(engine) == set()
+
+
+async def test_a_batch_prunes_the_oldest_terminal_leads_first(
+    queue: Queue, engine: AsyncEngine
+) -> None:
+    """Each batch follows index ``leads_terminal_updated``: the oldest change goes first."""
+    finished_at = (40, 10, 30, 20, 0)  # ids grow left to right; ages do not
+    lead_at = {when: (await _finish(queue, 1, "done", when=when))[0] for when in finished_at}
+    params = {"older_than_s": 60, "now": at(3600), "limit": 2}
+    gone: list[set[int]] = []
+    for _ in range(3):
+        before = await _ids(engine)
+        async with engine.connect() as conn:
+            await conn.execute(sql.prune(scoped=False), params)
+        gone.append(before - await _ids(engine))
+    assert gone == [
+        {lead_at[0], lead_at[10]},
+        {lead_at[20], lead_at[30]},
+        {lead_at[40]},
+    ]
 
 
 async def test_prune_uses_the_database_clock(queue: Queue, engine: AsyncEngine) -> None:

@@ -1,13 +1,20 @@
-"""The hot statements use their partial indexes (PITFALLS: pgqueuer PRs #607 and #668)."""
+"""The hot statements use their partial indexes (PITFALLS: pgqueuer PRs #607 and #668).
+
+So do the maintenance and operator reads that run on a live queue: prune
+(``leads_terminal_updated``) and the dashboard's throughput window
+(``lead_events_outcomes_at``).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import sql
+from app.dashboard import data
 from app.queue import Queue, new_token
 from tests.support import T0, at
 
@@ -78,3 +85,91 @@ async def test_the_filled_table_leases_as_planned(engine: AsyncEngine) -> None:
     keys = [(-lease.lead.priority, lease.lead.id) for lease in leased]
     assert keys == sorted(keys)
     assert {lease.lead.session for lease in leased} == {"s3"}
+
+
+async def _finished_over_hours(engine: AsyncEngine) -> None:
+    """_fill, with the finished leads last changed over the 28 hours before T0."""
+    await _fill(engine)
+    async with engine.connect() as conn:
+        await conn.execute(
+            text(
+                "UPDATE leads SET updated_at = CAST(:t0 AS timestamptz) "
+                "- make_interval(secs => id) WHERE status = 'done'"
+            ),
+            {"t0": T0},
+        )
+        await conn.execute(text("VACUUM ANALYZE leads"))
+
+
+# The scan that chooses the batch: EXPLAIN names the second reference to leads
+# (the DELETE's) ``leads leads_1``; how the DELETE finds its 1,000 rows by id
+# (index probes, or a hash join over the table) is the planner's cost call.
+CHOOSING_BY_SEQ_SCAN = re.compile(r"Seq Scan on leads\s+\(")
+
+
+async def test_prune_uses_the_terminal_index(engine: AsyncEngine) -> None:
+    await _finished_over_hours(engine)
+    for older_than_s in (60.0, 86_400.0):  # most finished leads qualify; a few do
+        params = {"older_than_s": older_than_s, "now": at(0), "limit": 1000}
+        plan = await _plan(engine, sql.prune(scoped=False), params)
+        assert "Index Scan using leads_terminal_updated on leads  (" in plan, plan
+        assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
+        assert "Sort" not in plan, plan  # the index gives the order
+        assert "LockRows" in plan, plan
+    scoped = {"older_than_s": 60.0, "now": at(0), "limit": 1000, "session": "s3"}
+    plan = await _plan(engine, sql.prune(scoped=True), scoped)
+    assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
+
+    # And the statement explained above deletes what it should on that data.
+    async with engine.connect() as conn:
+        total = (await conn.execute(text("SELECT count(*) FROM leads"))).scalar()
+        expected = (
+            await conn.execute(
+                text(
+                    "SELECT count(*) FROM leads WHERE status = 'done' "
+                    "AND updated_at < CAST(:cutoff AS timestamptz)"
+                ),
+                {"cutoff": at(-86_400)},
+            )
+        ).scalar()
+    assert expected and total and expected < total
+    assert await Queue(engine).prune(86_400, now=at(0)) == expected
+
+
+async def test_the_throughput_window_uses_the_time_index(engine: AsyncEngine) -> None:
+    """150,000 ledger rows over the last 5 hours of the real clock, a third of them ends."""
+    async with engine.connect() as conn:
+        await conn.execute(
+            text("""
+INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
+SELECT n / 3, 's' || (n % :sessions),
+       (ARRAY['pushed', 'leased', 'completed'])[n % 3 + 1],
+       (ARRAY['queued', 'leased', 'done'])[n % 3 + 1], 1, 'w',
+       now() - make_interval(secs => (150000 - n) * 0.12)
+FROM generate_series(1, 150000) AS n
+"""),
+            {"sessions": SESSIONS},
+        )
+        await conn.execute(text("VACUUM ANALYZE lead_events"))
+
+    plan = await _plan(engine, data.per_minute(), {})
+    assert "lead_events_outcomes_at" in plan, plan
+    assert "Seq Scan on lead_events" not in plan, plan
+
+    # And the statement explained above counts what the ledger holds in the window
+    # (one statement, so both counts see the same now()).
+    window = data.per_minute().text
+    async with engine.connect() as conn:
+        found = (
+            await conn.execute(
+                text(f"""
+SELECT (SELECT sum(completed) FROM ({window}) AS shown) AS shown,
+       (SELECT count(*) FROM lead_events WHERE event = 'completed'
+        AND at >= now() - interval '{data.WINDOW_MINUTES} minutes') AS expected
+""")
+            )
+        ).one()
+        minutes = {r.ago for r in await conn.execute(data.per_minute())}
+    assert found.expected and 0 < found.expected < 50_000
+    assert found.shown == found.expected
+    assert minutes <= set(range(data.WINDOW_MINUTES))

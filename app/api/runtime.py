@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import metrics, migrate
+from app import metrics, migrate, sql
 from app.config import Settings
 from app.db import create_engine
 from app.listener import Listener
@@ -42,6 +42,12 @@ log = logging.getLogger("leaseq.api")
 RECOVERY_BACKOFF_FIRST_S = 0.5
 RECOVERY_BACKOFF_MAX_S = 10.0
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+AUTOVACUUM_OFF = (
+    "autovacuum is off on this PostgreSQL server (SHOW autovacuum): leaseq updates every lead "
+    "several times and prunes finished ones, and without autovacuum the space of those dead "
+    "rows is never reclaimed, so leads, lead_events and their indexes grow without bound and "
+    "leasing slows down; turn autovacuum on, or run VACUUM leads, lead_events regularly"
+)
 
 
 def count_sweep(result: SweepResult, trigger: str) -> None:
@@ -75,7 +81,7 @@ class Runtime:
             max_payload_bytes=settings.max_payload_bytes,
         )
         listener = Listener(
-            settings.listen_database_url or url,
+            settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
             poll_interval_s=settings.poll_interval_s,
             connect_timeout_s=settings.connect_timeout_s,
@@ -145,7 +151,20 @@ class Runtime:
         count_sweep(result, "boot")
         log.info("boot recovery: %d requeued, %d failed", result.requeued, result.failed)
         self.recovered.set()
+        await self._check_autovacuum()
         return True
+
+    async def _check_autovacuum(self) -> None:
+        """Once, when the database first answers: warn when the server runs no autovacuum."""
+        try:
+            async with self.engine.connect() as conn:
+                enabled = bool((await conn.execute(sql.autovacuum())).scalar())
+        except Exception as exc:
+            log.warning("cannot read the autovacuum setting: %s: %s", type(exc).__name__, exc)
+            return
+        metrics.AUTOVACUUM.set(1 if enabled else 0)
+        if not enabled:
+            log.warning(AUTOVACUUM_OFF)
 
     async def _maintain(self) -> None:
         """Retry boot recovery until done, then sweep every ``sweep_interval_s``; never raise."""

@@ -1,14 +1,14 @@
 """What the dashboard shows, read through the queue's connection handling (no HTTP here).
 
-One ``snapshot`` is five statements on one connection: counts per session
-(``sql.stats_all``), the age of the oldest queued lead per session, completions
-and wasted attempts per minute over the last ``WINDOW_MINUTES`` (from the
-ledger), the leases closest to expiry and the latest failures.
+One ``snapshot`` is seven statements on one connection: the database clock,
+whether the server runs autovacuum, counts per session (``sql.stats_all``),
+the age of the oldest queued lead per session, completions and wasted
+attempts per minute over the last ``WINDOW_MINUTES`` (from the ledger), the
+leases closest to expiry and the latest failures.
 
-The ledger has no index on time; the window is found from the end of its
-primary key instead (ids grow with time, as every event is written by a
-one-statement transaction), so the cost follows the events in the window, not
-the size of the ledger. With the ledger off the chart stays flat.
+The window is read through index ``lead_events_outcomes_at`` (the ends of
+attempts by time), so its cost follows the events in the window, not the size
+of the ledger. With the ledger off the chart stays flat.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ MAX_SESSIONS = 100
 EXPIRING = 10
 FAILURES = 10
 STATUSES = ("queued", "leased", "done", "failed", "cached")
+OUTCOME_EVENTS = "('completed', 'expired', 'released')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,8 @@ class Snapshot:
 
     ``*_per_minute`` lists run from the oldest minute to the current one.
     ``hidden_sessions`` is how many sessions beyond ``MAX_SESSIONS`` (the least
-    pending) are counted in ``total`` but not listed.
+    pending) are counted in ``total`` but not listed. ``autovacuum`` is what the
+    server says of it (``SHOW autovacuum``); off, the tables only grow.
     """
 
     now: datetime
@@ -78,6 +80,7 @@ class Snapshot:
     hidden_sessions: int
     expiring: list[ExpiringLease]
     failures: list[Failure]
+    autovacuum: bool = True
 
 
 @cache
@@ -92,21 +95,18 @@ GROUP BY session
 
 @cache
 def per_minute() -> TextClause:
-    """Completions and wasted attempts (expired or released leases) per session and minute ago."""
+    """Completions and wasted attempts (expired or released leases) per session and minute ago.
+
+    The event filter is the predicate of index ``lead_events_outcomes_at``, word for word.
+    """
     return text(f"""
-WITH since AS (
-    SELECT coalesce(
-        (SELECT id FROM lead_events
-         WHERE at < now() - interval '{WINDOW_MINUTES} minutes' ORDER BY id DESC LIMIT 1),
-        0) AS id
-)
 SELECT session,
        least(floor(extract(epoch FROM now() - at) / 60), {WINDOW_MINUTES - 1})::int AS ago,
        count(*) FILTER (WHERE event = 'completed') AS completed,
        count(*) FILTER (WHERE event IN ('expired', 'released')) AS wasted
 FROM lead_events
-WHERE id > (SELECT id FROM since) AND at >= now() - interval '{WINDOW_MINUTES} minutes'
-  AND at <= now() AND event IN ('completed', 'expired', 'released')
+WHERE event IN {OUTCOME_EVENTS}
+  AND at >= now() - interval '{WINDOW_MINUTES} minutes' AND at <= now()
 GROUP BY 1, 2
 """)
 
@@ -135,13 +135,15 @@ ORDER BY updated_at DESC, id DESC LIMIT :limit
 Rows = list[Mapping[str, Any]]
 
 
-async def _read(conn: AsyncConnection) -> tuple[datetime, Rows, Rows, Rows, Rows, Rows]:
+async def _read(conn: AsyncConnection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows]:
     async def rows(stmt: TextClause, **params: Any) -> Rows:
         return [cast(Mapping[str, Any], r._mapping) for r in await conn.execute(stmt, params)]
 
     [now] = await rows(sql.db_now())
+    [autovacuum] = await rows(sql.autovacuum())
     return (
         cast(datetime, now["now"]),
+        bool(autovacuum["enabled"]),
         await rows(sql.stats_all()),
         await rows(oldest_queued()),
         await rows(per_minute()),
@@ -161,6 +163,7 @@ async def snapshot(queue: Queue) -> Snapshot:
     """What the dashboard shows now. Raises Unavailable when the database does not answer."""
     (
         now,
+        autovacuum,
         counts_rows,
         oldest_rows,
         minute_rows,
@@ -219,4 +222,5 @@ async def snapshot(queue: Queue) -> Snapshot:
             )
             for r in failure_rows
         ],
+        autovacuum=autovacuum,
     )

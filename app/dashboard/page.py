@@ -46,10 +46,24 @@ def _session(view: SessionView) -> dict[str, Any]:
     }
 
 
+AUTOVACUUM_OFF = (
+    "Autovacuum is off on this PostgreSQL server: the space of finished and pruned leads is "
+    "never reclaimed, so the tables and their indexes keep growing and leasing slows down. "
+    "Turn autovacuum on, or run VACUUM leads, lead_events regularly."
+)
+
+
+def warnings(snapshot: Snapshot) -> list[str]:
+    """What the operator should act on, shown above everything else."""
+    return [] if snapshot.autovacuum else [AUTOVACUUM_OFF]
+
+
 def to_json(snapshot: Snapshot) -> dict[str, Any]:
     """The snapshot as JSON values; timestamps in RFC 3339 UTC."""
     return {
         "now": _time(snapshot.now),
+        "autovacuum": snapshot.autovacuum,
+        "warnings": warnings(snapshot),
         "window_minutes": WINDOW_MINUTES,
         "sessions": [_session(view) for view in snapshot.sessions],
         "total": _session(snapshot.total),

@@ -2,12 +2,18 @@
 
 ``client`` talks to an app built from ``api_settings``; ``serve`` builds more
 (other settings, other databases) inside one test.
+
+With ``LEASEQ_TEST_POOLER_URL`` set (a PgBouncer in transaction mode in front
+of the test server; tests/deploy/test_pgbouncer.py sets it), ``api_settings``
+reach each test's database through that pooler (``database_pooled``) and
+LISTEN on the direct URL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -15,12 +21,14 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from app.api.app import create_app
 from app.api.runtime import Runtime
 from app.config import Settings
 
 BASE_URL = "http://leaseq.test"
+POOLER_URL_ENV = "LEASEQ_TEST_POOLER_URL"
 
 Serve = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -65,10 +73,20 @@ async def serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
+def database_settings(database_url: str) -> dict[str, Any]:
+    """How the app reaches ``database_url``: directly, or through ``LEASEQ_TEST_POOLER_URL``."""
+    pooler = os.environ.get(POOLER_URL_ENV)
+    if not pooler:
+        return {"database_url": database_url}
+    name = make_url(database_url).database
+    through = make_url(pooler).set(database=name).render_as_string(hide_password=False)
+    return {"database_url": through, "listen_database_url": database_url, "database_pooled": True}
+
+
 @pytest.fixture
 def api_settings(database_url: str) -> Settings:
     return Settings(
-        database_url=database_url,
+        **database_settings(database_url),
         api_tokens="",
         pool_size=10,
         statement_timeout_ms=30_000,

@@ -107,7 +107,18 @@
     svg.dataset.values = values.join(",");
   }
 
+  function warn(messages) {
+    const list = $("warnings");
+    list.replaceChildren(...messages.map((m) => {
+      const li = document.createElement("li");
+      li.textContent = m;
+      return li;
+    }));
+    list.hidden = messages.length === 0;
+  }
+
   function draw(data) {
+    warn(data.warnings || []);
     replace($("sessions").tBodies[0], data.sessions.map(sessionRow), "no leads yet");
     const total = sessionRow(data.total);
     total.dataset.session = "";

@@ -1,0 +1,1 @@
+"""Benchmarks of leaseq: ``python -m bench`` (see bench/README.md)."""

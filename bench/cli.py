@@ -1,0 +1,263 @@
+"""``python -m bench``: every contender, W workers, R interleaved repeats; a table and JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bench import common, contenders, scale
+from bench.contenders import Contender, RunResult
+
+RESULTS = Path(__file__).resolve().parent / "results"
+console = Console()
+cli = typer.Typer(add_completion=False, help=__doc__)
+
+
+def ceiling_for(c: Contender) -> str:
+    """The ceiling row a contender is compared with: same batch size (procrastinate: 1)."""
+    batch = c.batch if c.batch in (1, 10, 100) else 1
+    return f"ceiling-b{batch}"
+
+
+def summarize(
+    results: list[RunResult], chosen: list[Contender], workers: list[int]
+) -> list[dict[str, Any]]:
+    rows = []
+    by_key: dict[tuple[str, int], list[RunResult]] = {}
+    for r in results:
+        by_key.setdefault((r.contender, r.workers), []).append(r)
+
+    def med(runs: list[RunResult], attr: str) -> float | None:
+        values = [getattr(r, attr) for r in runs if getattr(r, attr) is not None]
+        return round(common.median(values), 2) if values else None
+
+    for c in chosen:
+        for w in workers:
+            runs = by_key.get((c.name, w), [])
+            if not runs:
+                continue
+            drain = [r.drain_per_s for r in runs]
+            ceiling = by_key.get((ceiling_for(c), w), [])
+            ceiling_rate = common.median([r.drain_per_s for r in ceiling]) if ceiling else None
+            rows.append(
+                {
+                    "contender": c.name,
+                    "label": c.label,
+                    "batch": c.batch,
+                    "workers": w,
+                    "runs": len(runs),
+                    "drain_median": round(common.median(drain), 1),
+                    "drain_min": min(drain),
+                    "drain_max": max(drain),
+                    "vs_ceiling": (
+                        round(common.median(drain) / ceiling_rate, 2) if ceiling_rate else None
+                    ),
+                    "ceiling": ceiling_for(c),
+                    "push_bulk": med(runs, "push_bulk_per_s"),
+                    "push_single": med(runs, "push_single_per_s"),
+                    "lease_p50_ms": med(runs, "lease_p50_ms"),
+                    "lease_p99_ms": med(runs, "lease_p99_ms"),
+                    "complete_p50_ms": med(runs, "complete_p50_ms"),
+                    "complete_p99_ms": med(runs, "complete_p99_ms"),
+                    "client_cpu_ms_per_lead": med(runs, "client_cpu_ms_per_lead"),
+                }
+            )
+    return rows
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| contender | batch | W | drain leads/s median (min-max) | x ceiling | push bulk /s "
+        "| push 1-by-1 /s | lease p50 / p99 ms | complete p50 / p99 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        ratio = "—" if r["vs_ceiling"] is None else f"{r['vs_ceiling']:.2f}"
+        lines.append(
+            f"| {r['label']} | {r['batch']} | {r['workers']} "
+            f"| {r['drain_median']:,.0f} ({r['drain_min']:,.0f}-{r['drain_max']:,.0f}) | {ratio} "
+            f"| {r['push_bulk'] or 0:,.0f} | {r['push_single'] or 0:,.0f} "
+            f"| {_ms(r['lease_p50_ms'])} / {_ms(r['lease_p99_ms'])} "
+            f"| {_ms(r['complete_p50_ms'])} / {_ms(r['complete_p99_ms'])} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The performance targets, each with its figures and whether it was met."""
+    rate = {(r["contender"], r["workers"]): r["drain_median"] for r in rows}
+    p99 = {(r["contender"], r["workers"]): r["lease_p99_ms"] for r in rows}
+    found: list[dict[str, Any]] = []
+
+    def check(name: str, keys: list[tuple[str, int]], ok: Any) -> None:
+        if all(k in rate for k in keys):
+            values = {f"{k[0]} W={k[1]}": rate[k] for k in keys}
+            found.append({"target": name, "figures": values, "met": bool(ok())})
+
+    check(
+        "core b1 >= 0.9 x ceiling b1 at W=4",
+        [("core-b1-ledger", 4), ("core-b1-noledger", 4), ("ceiling-b1", 4)],
+        lambda: rate[("core-b1-noledger", 4)] >= 0.9 * rate[("ceiling-b1", 4)],
+    )
+    for w in sorted({r["workers"] for r in rows}):
+        for batch, peer_batches in ((1, (1,)), (100, (100,))):
+            for peer in ("pgqueuer", "procrastinate"):
+                for pb in peer_batches:
+                    key = (f"{peer}-b{pb}", w)
+                    if key not in rate:
+                        continue
+                    core = (f"core-b{batch}-ledger", w)
+                    check(
+                        f"core b{batch} (ledger on) ahead of {peer} b{pb} at W={w}",
+                        [core, key],
+                        lambda core=core, key=key: rate[core] > rate[key],
+                    )
+    for w in sorted({r["workers"] for r in rows}):
+        check(
+            f"REST b1 >= 0.5 x core b1 (ledger on) at W={w}",
+            [("rest-1proc-b1", w), ("core-b1-ledger", w)],
+            lambda w=w: rate[("rest-1proc-b1", w)] >= 0.5 * rate[("core-b1-ledger", w)],
+        )
+        check(
+            f"REST b10 ahead of core b1 (ledger on) at W={w}",
+            [("rest-1proc-b10", w), ("core-b1-ledger", w)],
+            lambda w=w: rate[("rest-1proc-b10", w)] > rate[("core-b1-ledger", w)],
+        )
+    for name in ("rest-1proc-b1", "rest-2proc-b1"):
+        if (name, 16) in p99 and p99[(name, 16)] is not None:
+            found.append(
+                {
+                    "target": f"{name} lease p99 < 20 ms at W=16",
+                    "figures": {"lease_p99_ms": p99[(name, 16)]},
+                    "met": p99[(name, 16)] < 20,
+                }
+            )
+    return found
+
+
+@cli.command()
+def run(
+    leads: int = typer.Option(20_000, "--leads", "-n", help="leads pushed and drained per run"),
+    workers: list[int] = typer.Option([1, 4, 16], "--workers", "-w", help="W; repeat for several"),
+    repeats: int = typer.Option(3, "--repeats", "-r", help="runs of each contender, interleaved"),
+    only: list[str] = typer.Option(
+        [], "--only", help="contenders whose name contains this (repeat); e.g. core, rest-1proc"
+    ),
+    database_url: str = typer.Option(
+        os.environ.get("LEASEQ_DATABASE_URL") or common.DEFAULT_SERVER_URL,
+        "--database-url",
+        help="server for the benchmark's own databases (leaseq_bench_*), created and dropped",
+    ),
+    quick: bool = typer.Option(False, "--quick", help="N=1,000, W=1 and 4, one run each"),
+    with_scale: bool = typer.Option(
+        True, "--scale/--no-scale", help="also the lease latency scale table"
+    ),
+    scale_leads: int = typer.Option(
+        1_000_000, "--scale-leads", help="largest queue of the scale table"
+    ),
+    scale_only: bool = typer.Option(False, "--scale-only", help="only the scale table"),
+    name: str = typer.Option("", "--name", help="results file name (default: bench-<time>)"),
+) -> None:
+    """Push N leads and drain them with W workers, for every contender; write bench/results/."""
+    if quick:
+        leads, workers, repeats, scale_leads = 1000, [1, 4], 1, 20_000
+    chosen = [c for c in contenders.all_contenders() if not only or any(o in c.name for o in only)]
+    if scale_only:
+        chosen, with_scale = [], True
+    elif not chosen:
+        raise typer.BadParameter(f"no contender matches {only}")
+    info = common.machine(database_url)
+    console.print(
+        f"{info['nproc']} CPUs ({info['cpu']}), PostgreSQL {info['postgresql']}, "
+        f"Python {info['python']}; N={leads:,}, W={workers}, repeats={repeats}, "
+        f"load {common.load_avg()}"
+    )
+    plan = [(c, w) for c in chosen for w in workers if not c.only_workers or w in c.only_workers]
+    results: list[RunResult] = []
+    templates = common.Templates(database_url)
+    started = time.monotonic()
+    scale_rows: list[dict[str, Any]] = []
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out = RESULTS / f"{name or 'bench-' + stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial.json")  # every run so far, should the run stop early
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            bar = progress.add_task("runs", total=len(plan) * repeats)
+            for repeat in range(repeats):
+                # Interleaved: every contender once per round, the order rotated each round.
+                shift = (repeat * len(plan)) // max(repeats, 1)
+                for contender, w in plan[shift:] + plan[:shift]:
+                    progress.update(
+                        bar, description=f"{repeat + 1}/{repeats} {contender.name} W={w}"
+                    )
+                    template = templates.get(
+                        contender.schema, lambda url, k=contender.schema: contenders.install(k, url)
+                    )
+                    result = contenders.run_once(
+                        contender, database_url, template, leads, w, repeat
+                    )
+                    results.append(result)
+                    partial.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+                    progress.console.print(
+                        f"  {contender.name:<24} W={w:<2} {result.drain_per_s:>9,.0f} leads/s "
+                        f"lease p50/p99 {_ms(result.lease_p50_ms)}/{_ms(result.lease_p99_ms)} ms "
+                        f"push {result.push_bulk_per_s:,.0f}/{result.push_single_per_s:,.0f} "
+                        f"load {result.load_after}"
+                    )
+                    progress.advance(bar)
+            if with_scale:
+                progress.update(bar, description="scale table")
+                template = templates.get("leaseq", lambda url: contenders.install("leaseq", url))
+                scale_rows = scale.measure(database_url, template, scale_leads, console)
+    finally:
+        templates.close()
+    rows = summarize(results, chosen, workers)
+    met = targets(rows)
+    table = markdown(rows)
+    console.print()
+    console.print(table, markup=False)
+    if scale_rows:
+        console.print()
+        console.print(scale.markdown(scale_rows), markup=False)
+    for t in met:
+        console.print(
+            f"{'MET ' if t['met'] else 'MISSED'}  {t['target']}  {t['figures']}", markup=False
+        )
+    document = {
+        "when": stamp,
+        "machine": info,
+        "settings": {"leads": leads, "workers": workers, "repeats": repeats, "quick": quick},
+        "wall_s": round(time.monotonic() - started, 1),
+        "load_avg_end": os.getloadavg(),
+        "summary": rows,
+        "targets": met,
+        "scale": scale_rows,
+        "runs": [asdict(r) for r in results],
+    }
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    tables = [table] if rows else []
+    if scale_rows:
+        tables.append(scale.markdown(scale_rows))
+    out.with_suffix(".md").write_text("\n\n".join(tables) + "\n")
+    partial.unlink(missing_ok=True)
+    console.print(f"results: {out} (and .md); {document['wall_s']} s")

@@ -1,0 +1,781 @@
+"""The contenders of ``python -m bench``: each pushes N leads, drains them with W workers.
+
+* ``ceiling``: psycopg alone on leaseq's own schema: one ``WITH … FOR UPDATE
+  SKIP LOCKED … UPDATE … RETURNING`` per lease and one guarded ``UPDATE`` per
+  complete (``unnest`` for a batch), prepared statements, no ledger: the most a
+  Python client gets from this database.
+* ``core``: ``app.queue.Queue`` in process: ``lease_next`` + ``complete`` (batch 1)
+  or ``complete_many``, ledger on or off.
+* ``rest``: ``leaseq serve --workers K`` and HTTP workers with a minimal
+  keep-alive HTTP/1.1 client: ``POST /lease`` + ``/complete`` or ``/complete/batch``.
+* ``pgqueuer``: one ``QueueManager`` per worker (a psycopg connection each), a
+  no-op entrypoint, ``run(batch_size=B, mode=drain)``; pushed with ``Queries.enqueue``.
+* ``procrastinate``: one worker per process with ``concurrency`` = its share of W,
+  a no-op task, ``run_worker_async(wait=False)``; pushed with ``defer_async`` and
+  ``batch_defer_async``.
+
+Every run checks its outcome: each lead (job) ran exactly once and the database
+agrees; a run that fails its checks raises, and no figure is reported.
+
+A peer's drain ends when its last job ran, not when its worker loop returns:
+pgqueuer's drain mode takes about 4 s more to shut down here, a fixed cost that
+would swamp a small N. That leaves out the peers' last status write, in their
+favour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from app import sql
+from app.config import Settings
+from app.db import create_engine, libpq_url
+from app.model import CompleteItem, NewLead
+from app.queue import Queue
+from bench import common
+from bench.common import LEASE_TTL_S, SESSION, WorkerReport
+
+PUSH_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Contender:
+    family: str  # ceiling, core, core-before, rest, pgqueuer, procrastinate
+    batch: int
+    ledger: bool | None = None  # core only
+    servers: int | None = None  # rest only: uvicorn processes
+    only_workers: tuple[int, ...] | None = None  # run at these W only (None: every W)
+
+    @property
+    def name(self) -> str:
+        parts = [self.family]
+        if self.servers is not None:
+            parts.append(f"{self.servers}proc")
+        parts.append(f"b{self.batch}")
+        if self.ledger is not None:
+            parts.append("ledger" if self.ledger else "noledger")
+        return "-".join(parts)
+
+    @property
+    def label(self) -> str:
+        extra = ""
+        if self.ledger is not None:
+            extra = ", ledger on" if self.ledger else ", ledger off"
+        if self.servers is not None:
+            extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
+        return f"{self.family}{extra}"
+
+    @property
+    def schema(self) -> str:
+        return {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate"}.get(self.family, "leaseq")
+
+
+def all_contenders() -> list[Contender]:
+    found = [Contender("ceiling", b) for b in (1, 10, 100)]
+    found += [Contender("core", b, ledger=ledger) for ledger in (True, False) for b in (1, 100)]
+    # The core as it was before tuning, at the W of the targets: before and after in one run.
+    found += [Contender("core-before", b, ledger=True, only_workers=(4,)) for b in (1, 100)]
+    found += [Contender("rest", b, servers=k) for k in (1, 2) for b in (1, 10)]
+    found += [Contender("pgqueuer", b) for b in (1, 100)]
+    found += [Contender("procrastinate", 1)]
+    return found
+
+
+@dataclass
+class RunResult:
+    contender: str
+    workers: int
+    repeat: int
+    leads: int
+    drain_per_s: float
+    push_bulk_per_s: float
+    push_single_per_s: float
+    lease_p50_ms: float | None
+    lease_p99_ms: float | None
+    complete_p50_ms: float | None
+    complete_p99_ms: float | None
+    lease_calls: int
+    client_cpu_ms_per_lead: float
+    drain_s: float
+    load_before: float
+    load_after: float
+    checks: list[str] = field(default_factory=list)
+
+
+def singles_of(n: int) -> int:
+    """How many of the N leads are pushed one at a time (the rest in batches of 1,000)."""
+    return max(1, min(1000, n // 10))
+
+
+# -- schemas --------------------------------------------------------------------
+
+
+def install(kind: str, url: str) -> None:
+    if kind == "leaseq":
+        from app import migrate
+
+        migrate.upgrade(url)
+    elif kind == "pgqueuer":
+        asyncio.run(_pgqueuer_install(url))
+    elif kind == "procrastinate":
+        asyncio.run(_procrastinate_install(url))
+    else:
+        raise ValueError(kind)
+
+
+# -- ceiling: psycopg alone -------------------------------------------------------
+
+CEILING_LEASE = f"""
+WITH picked AS (
+    SELECT id FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND available_at <= now()
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE leads AS l
+SET status = 'leased', owner = %(owner)s, lease_token = %(token)s || l.id,
+    attempts = l.attempts + 1, lease_expires_at = now() + interval '{int(LEASE_TTL_S)} seconds',
+    updated_at = now()
+FROM picked WHERE l.id = picked.id
+RETURNING l.id, l.lease_token, l.payload
+"""
+
+CEILING_COMPLETE = """
+UPDATE leads
+SET status = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'leased' AND lease_token = %(token)s AND lease_expires_at > now()
+"""
+
+CEILING_COMPLETE_MANY = """
+UPDATE leads AS l
+SET status = 'done', lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS r(id, token)
+WHERE l.id = r.id AND l.status = 'leased' AND l.lease_token = r.token
+  AND l.lease_expires_at > now()
+"""
+
+CEILING_PUSH = """
+INSERT INTO leads (session, payload)
+SELECT %(session)s, p::jsonb FROM unnest(%(payloads)s::text[]) AS p
+RETURNING id
+"""
+
+
+async def _ceiling_loop(conn: psycopg.AsyncConnection[Any], owner: str, batch: int) -> WorkerReport:
+    report = WorkerReport()
+    params = {"session": SESSION, "owner": owner, "max": batch, "token": ""}
+    while True:
+        params["token"] = secrets.token_urlsafe(24) + "."
+        started = time.perf_counter()
+        cur = await conn.execute(CEILING_LEASE, params, prepare=True)
+        rows = await cur.fetchall()
+        leased = time.perf_counter()
+        if not rows:
+            report.finished_at = time.monotonic()
+            return report
+        report.lease_s.append(leased - started)
+        if batch == 1:
+            [(lead_id, token, _payload)] = rows
+            cur = await conn.execute(
+                CEILING_COMPLETE, {"id": lead_id, "token": token}, prepare=True
+            )
+        else:
+            cur = await conn.execute(
+                CEILING_COMPLETE_MANY,
+                {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows]},
+                prepare=True,
+            )
+        if cur.rowcount != len(rows):
+            raise RuntimeError(f"{owner}: completed {cur.rowcount} of {len(rows)} leases")
+        report.complete_s.append(time.perf_counter() - leased)
+        report.done_ids.extend(r[0] for r in rows)
+
+
+async def ceiling_worker(
+    spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
+) -> WorkerReport:
+    conns = [
+        await psycopg.AsyncConnection.connect(libpq_url(spec["url"]), autocommit=True)
+        for _ in range(tasks)
+    ]
+    try:
+        ready()
+        reports = await asyncio.gather(
+            *(_ceiling_loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(conns))
+        )
+    finally:
+        for conn in conns:
+            await conn.close()
+    return merge(reports)
+
+
+async def ceiling_push(url: str, n: int) -> tuple[list[int], float, float]:
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+
+        async def push(payloads: list[str]) -> list[int]:
+            cur = await conn.execute(CEILING_PUSH, {"session": SESSION, "payloads": payloads})
+            return [row[0] for row in await cur.fetchall()]
+
+        return await push_in_two_ways(
+            n, lambda lo, hi: push([f'{{"n": {i}}}' for i in range(lo, hi)])
+        )
+
+
+# -- core: app.queue.Queue --------------------------------------------------------
+
+
+def _engine(url: str, pool_size: int) -> Any:
+    return create_engine(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
+
+
+async def _core_loop(queue: Queue, owner: str, batch: int) -> WorkerReport:
+    report = WorkerReport()
+    while True:
+        started = time.perf_counter()
+        leases = await queue.lease_next(SESSION, owner, max=batch, ttl_s=LEASE_TTL_S)
+        leased = time.perf_counter()
+        if not leases:
+            report.finished_at = time.monotonic()
+            return report
+        report.lease_s.append(leased - started)
+        if batch == 1:
+            lead = await queue.complete(leases[0].lead.id, leases[0].token)
+            report.done_ids.append(lead.id)
+        else:
+            answers = await queue.complete_many(
+                [CompleteItem(lease.lead.id, lease.token) for lease in leases]
+            )
+            if lost := [a.lead_id for a in answers if not a.ok]:
+                raise RuntimeError(f"{owner}: complete_many refused leads {lost[:5]}")
+            report.done_ids.extend(a.lead_id for a in answers)
+        report.complete_s.append(time.perf_counter() - leased)
+
+
+class BeforeQueue(Queue):
+    """The queue as it ran before tuning, for before/after figures in one run.
+
+    Every statement went through SQLAlchemy's ``AsyncConnection.execute``, and
+    ``complete_many`` read every column of the completed leads back.
+    """
+
+    async def _rows(self, stmt: Any, params: dict[str, Any]) -> list[Any]:
+        if stmt is sql.complete_many(self.ledger, lean=True):
+            stmt = sql.complete_many(self.ledger)
+
+        async def fetch(conn: Any) -> list[Any]:
+            result = await conn.execute(stmt, params)
+            return [row._mapping for row in result]
+
+        return await self.with_connection(fetch)
+
+
+async def core_worker(
+    spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
+) -> WorkerReport:
+    engine = _engine(spec["url"], tasks)
+    try:
+        kind = BeforeQueue if spec.get("before") else Queue
+        queue = kind(engine, ledger=spec["ledger"])
+        await asyncio.gather(*(queue.db_now() for _ in range(tasks)))  # open the connections
+        ready()
+        reports = await asyncio.gather(
+            *(_core_loop(queue, f"{name}t{i}", spec["batch"]) for i in range(tasks))
+        )
+    finally:
+        await engine.dispose()
+    return merge(reports)
+
+
+async def core_push(url: str, n: int, ledger: bool) -> tuple[list[int], float, float]:
+    engine = _engine(url, 1)
+    try:
+        queue = Queue(engine, ledger=ledger)
+
+        async def push(lo: int, hi: int) -> list[int]:
+            result = await queue.push(SESSION, [NewLead(payload={"n": i}) for i in range(lo, hi)])
+            return result.ids
+
+        return await push_in_two_ways(n, push)
+    finally:
+        await engine.dispose()
+
+
+async def push_in_two_ways(
+    n: int, push: Callable[[int, int], Any]
+) -> tuple[list[int], float, float]:
+    """Push the first leads one at a time, the rest in batches; ids, and both rates per second."""
+    singles = singles_of(n)
+    ids: list[int] = []
+    started = time.perf_counter()
+    for i in range(singles):
+        ids.extend(await push(i, i + 1))
+    single_rate = common.timed(started, singles)
+    started = time.perf_counter()
+    for lo in range(singles, n, PUSH_BATCH):
+        ids.extend(await push(lo, min(n, lo + PUSH_BATCH)))
+    bulk_rate = common.timed(started, n - singles) if n > singles else 0.0
+    return ids, bulk_rate, single_rate
+
+
+async def leaseq_checks(url: str, n: int, ids: Sequence[int], done: Sequence[int]) -> list[str]:
+    """Every way this run was not 'each pushed lead completed exactly once'."""
+    problems = []
+    if len(ids) != n or len(set(ids)) != n:
+        problems.append(f"push returned {len(ids)} ids ({len(set(ids))} distinct), expected {n}")
+    if dupes := [lead for lead, k in Counter(done).items() if k > 1]:
+        problems.append(f"{len(dupes)} leads completed twice by workers, e.g. {dupes[:5]}")
+    if set(done) != set(ids):
+        problems.append(f"workers completed {len(set(done))} distinct leads of {n}")
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'done' AND attempts = 1), count(*) "
+            "FROM leads WHERE session = %s",
+            (SESSION,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        if tuple(row) != (n, n):
+            problems.append(f"database: {row[0]} of {row[1]} leads done once, expected {n}")
+    return problems
+
+
+# -- rest: leaseq serve ---------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, and theirs (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Service:
+    """``leaseq serve`` on 127.0.0.1 with its defaults; stopped by pid, with its workers."""
+
+    def __init__(self, url: str, workers: int) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
+        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--workers", str(workers)]
+        command += ["--database-url", url, "--log-level", "warning"]
+        self.process = subprocess.Popen(command, env=env)
+        self.children: list[int] = []
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"leaseq serve exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
+                    self.children = child_pids(self.process.pid)
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("leaseq serve did not become ready")
+
+    def stop(self) -> None:
+        self.children = sorted({*self.children, *child_pids(self.process.pid)})
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        deadline = time.monotonic() + 20
+        while any(_running(pid) for pid in self.children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in self.children:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+class RawHttp:
+    """JSON over one keep-alive HTTP/1.1 connection, with next to no client work."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def post(self, path: str, body: Any) -> Any:
+        assert self.reader is not None and self.writer is not None
+        data = json.dumps(body).encode()
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        status = int((await self.reader.readline()).split()[1])
+        length = 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"POST {path}: {status} {payload[:200]!r}")
+        return json.loads(payload)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
+async def _rest_loop(http: RawHttp, owner: str, batch: int) -> WorkerReport:
+    report = WorkerReport()
+    body = {"session": SESSION, "owner": owner, "max": batch, "ttl_s": LEASE_TTL_S}
+    while True:
+        started = time.perf_counter()
+        leases = (await http.post("/lease", body))["leases"]
+        leased = time.perf_counter()
+        if not leases:
+            report.finished_at = time.monotonic()
+            return report
+        report.lease_s.append(leased - started)
+        if batch == 1:
+            item = {"lead_id": leases[0]["lead"]["id"], "token": leases[0]["token"]}
+            report.done_ids.append((await http.post("/complete", item))["lead"]["id"])
+        else:
+            items = [{"lead_id": x["lead"]["id"], "token": x["token"]} for x in leases]
+            results = (await http.post("/complete/batch", {"items": items}))["results"]
+            if lost := [r["lead_id"] for r in results if not r["ok"]]:
+                raise RuntimeError(f"{owner}: /complete/batch refused leads {lost[:5]}")
+            report.done_ids.extend(r["lead_id"] for r in results)
+        report.complete_s.append(time.perf_counter() - leased)
+
+
+async def rest_worker(
+    spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
+) -> WorkerReport:
+    clients = [RawHttp(spec["port"]) for _ in range(tasks)]
+    try:
+        for client in clients:
+            await client.connect()
+        ready()
+        reports = await asyncio.gather(
+            *(_rest_loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(clients))
+        )
+    finally:
+        for client in clients:
+            await client.close()
+    return merge(reports)
+
+
+async def rest_push(base_url: str, n: int) -> tuple[list[int], float, float]:
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+
+        async def push(lo: int, hi: int) -> list[int]:
+            leads = [{"payload": {"n": i}} for i in range(lo, hi)]
+            answer = await client.post(f"/sessions/{SESSION}/leads", json={"leads": leads})
+            answer.raise_for_status()
+            ids: list[int] = answer.json()["ids"]
+            return ids
+
+        return await push_in_two_ways(n, push)
+
+
+# -- pgqueuer -------------------------------------------------------------------
+
+
+async def _pgqueuer_install(url: str) -> None:
+    from pgqueuer.db import PsycopgDriver
+    from pgqueuer.queries import Queries
+
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        await Queries(PsycopgDriver(conn)).install()
+
+
+async def pgqueuer_push(url: str, n: int) -> tuple[list[int], float, float]:
+    from pgqueuer.db import PsycopgDriver
+    from pgqueuer.queries import Queries
+
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        queries = Queries(PsycopgDriver(conn))
+
+        async def push(lo: int, hi: int) -> list[int]:
+            if hi - lo == 1:
+                ids = await queries.enqueue("noop", f'{{"n": {lo}}}'.encode())
+            else:
+                payloads: list[bytes | None] = [f'{{"n": {i}}}'.encode() for i in range(lo, hi)]
+                ids = await queries.enqueue(["noop"] * (hi - lo), payloads, [0] * (hi - lo))
+            return [int(i) for i in ids]
+
+        return await push_in_two_ways(n, push)
+
+
+async def pgqueuer_worker(
+    spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
+) -> WorkerReport:
+    from pgqueuer.db import PsycopgDriver
+    from pgqueuer.models import Job
+    from pgqueuer.qm import QueueManager
+    from pgqueuer.queries import Queries
+    from pgqueuer.types import QueueExecutionMode
+
+    logging.getLogger("pgqueuer").setLevel(logging.WARNING)
+    report = WorkerReport()
+    conns = [
+        await psycopg.AsyncConnection.connect(libpq_url(spec["url"]), autocommit=True)
+        for _ in range(tasks)
+    ]
+    managers = []
+    for conn in conns:
+        qm = QueueManager(Queries(PsycopgDriver(conn)))
+
+        @qm.entrypoint("noop")
+        async def noop(job: Job) -> None:
+            report.done_ids.append(int(job.id))
+            report.finished_at = time.monotonic()
+
+        managers.append(qm)
+    try:
+        ready()
+        await asyncio.gather(
+            *(
+                qm.run(
+                    batch_size=spec["batch"],
+                    mode=QueueExecutionMode.drain,
+                    # How long to wait for a job before looking again: the drain
+                    # ends at the first look that finds the queue empty.
+                    dequeue_timeout=timedelta(milliseconds=50),
+                    log_aggregation_interval=timedelta(0),
+                )
+                for qm in managers
+            )
+        )
+    finally:
+        for conn in conns:
+            await conn.close()
+    return report
+
+
+async def pgqueuer_checks(url: str, n: int, ids: Sequence[int], done: Sequence[int]) -> list[str]:
+    problems = []
+    if dupes := [job for job, k in Counter(done).items() if k > 1]:
+        problems.append(f"{len(dupes)} jobs ran twice, e.g. {dupes[:5]}")
+    if set(done) != set(ids) or len(ids) != n:
+        problems.append(f"{len(set(done))} distinct jobs ran of {len(ids)} pushed, expected {n}")
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        row = await (await conn.execute("SELECT count(*) FROM pgqueuer")).fetchone()
+        assert row is not None
+        if row[0]:
+            problems.append(f"{row[0]} jobs left in the pgqueuer table")
+    return problems
+
+
+# -- procrastinate --------------------------------------------------------------
+
+
+def _procrastinate_app(
+    url: str, pool_size: int, done: list[int] | None = None, finished: list[float] | None = None
+) -> Any:
+    import procrastinate
+
+    finished = finished if finished is not None else [0.0]
+
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=libpq_url(url), min_size=pool_size, max_size=pool_size
+        )
+    )
+
+    @app.task(name="noop", pass_context=True)
+    async def noop(context: Any, n: int) -> None:
+        if done is not None:
+            done.append(int(context.job.id))
+            finished[0] = time.monotonic()
+
+    return app
+
+
+async def _procrastinate_install(url: str) -> None:
+    app = _procrastinate_app(url, 1)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+
+
+async def procrastinate_push(url: str, n: int) -> tuple[list[int], float, float]:
+    app = _procrastinate_app(url, 1)
+    async with app.open_async():
+        task = app.tasks["noop"]
+
+        async def push(lo: int, hi: int) -> list[int]:
+            if hi - lo == 1:
+                return [int(await task.defer_async(n=lo))]
+            return [
+                int(i) for i in await task.batch_defer_async(*({"n": i} for i in range(lo, hi)))
+            ]
+
+        return await push_in_two_ways(n, push)
+
+
+async def procrastinate_worker(
+    spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
+) -> WorkerReport:
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    report = WorkerReport()
+    finished = [0.0]
+    app = _procrastinate_app(spec["url"], tasks + 2, report.done_ids, finished)
+    async with app.open_async():
+        ready()
+        await app.run_worker_async(
+            concurrency=tasks, wait=False, install_signal_handlers=False, name=name
+        )
+    report.finished_at = finished[0]
+    return report
+
+
+async def procrastinate_checks(
+    url: str, n: int, ids: Sequence[int], done: Sequence[int]
+) -> list[str]:
+    problems = []
+    if dupes := [job for job, k in Counter(done).items() if k > 1]:
+        problems.append(f"{len(dupes)} jobs ran twice, e.g. {dupes[:5]}")
+    if set(done) != set(ids) or len(ids) != n:
+        problems.append(f"{len(set(done))} distinct jobs ran of {len(ids)} pushed, expected {n}")
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FROM procrastinate_jobs"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        if tuple(row) != (n, n):
+            problems.append(f"procrastinate_jobs: {row[0]} of {row[1]} succeeded, expected {n}")
+    return problems
+
+
+# -- one run ------------------------------------------------------------------------
+
+
+def merge(reports: Sequence[WorkerReport]) -> WorkerReport:
+    merged = WorkerReport()
+    for r in reports:
+        merged.lease_s += r.lease_s
+        merged.complete_s += r.complete_s
+        merged.done_ids += r.done_ids
+        merged.finished_at = max(merged.finished_at, r.finished_at)
+    return merged
+
+
+WORKERS = {
+    "ceiling": ceiling_worker,
+    "core": core_worker,
+    "core-before": core_worker,
+    "rest": rest_worker,
+    "pgqueuer": pgqueuer_worker,
+    "procrastinate": procrastinate_worker,
+}
+
+
+def run_once(
+    contender: Contender, server_url: str, template: str, n: int, workers: int, repeat: int
+) -> RunResult:
+    """One fresh database, N leads pushed, drained by W workers, checked; its figures."""
+    load_before = common.load_avg()
+    service: Service | None = None
+    with common.fresh_copy(server_url, template) as url:
+        try:
+            spec: dict[str, Any] = {"url": url, "batch": contender.batch}
+            family = contender.family
+            if family == "ceiling":
+                ids, bulk, single = asyncio.run(ceiling_push(url, n))
+            elif family in ("core", "core-before"):
+                spec["ledger"] = contender.ledger
+                spec["before"] = family == "core-before"
+                ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
+            elif family == "rest":
+                service = Service(url, contender.servers or 1)
+                service.wait_ready()
+                spec["port"] = service.port
+                ids, bulk, single = asyncio.run(rest_push(service.base_url, n))
+            elif family == "pgqueuer":
+                ids, bulk, single = asyncio.run(pgqueuer_push(url, n))
+            else:
+                ids, bulk, single = asyncio.run(procrastinate_push(url, n))
+            reports, started = common.run_workers(WORKERS[family], spec, workers)
+            merged = merge(reports)
+            drain_s = merged.finished_at - started
+            if service is not None:
+                service.stop()
+                service = None
+            checks = {
+                "pgqueuer": pgqueuer_checks,
+                "procrastinate": procrastinate_checks,
+            }.get(family, leaseq_checks)
+            if problems := asyncio.run(checks(url, n, ids, merged.done_ids)):
+                raise RuntimeError(f"{contender.name} W={workers}: " + "; ".join(problems))
+        finally:
+            if service is not None:
+                service.stop()
+    return RunResult(
+        contender=contender.name,
+        workers=workers,
+        repeat=repeat,
+        leads=n,
+        drain_per_s=round(n / drain_s, 1),
+        push_bulk_per_s=bulk,
+        push_single_per_s=single,
+        lease_p50_ms=common.percentile_ms(merged.lease_s, 50),
+        lease_p99_ms=common.percentile_ms(merged.lease_s, 99),
+        complete_p50_ms=common.percentile_ms(merged.complete_s, 50),
+        complete_p99_ms=common.percentile_ms(merged.complete_s, 99),
+        lease_calls=len(merged.lease_s),
+        client_cpu_ms_per_lead=round(sum(r.cpu_s for r in reports) / n * 1000, 3),
+        drain_s=round(drain_s, 3),
+        load_before=load_before,
+        load_after=common.load_avg(),
+        checks=["each lead ran exactly once", "database agrees"],
+    )

@@ -1,0 +1,315 @@
+"""leaseq through PgBouncer in transaction mode (Debian's package, started by the tests).
+
+With ``database_pooled`` the engine keeps no session state on the pooled
+connections (no startup options, no prepared statements, no LISTEN); long
+polls are woken by NOTIFY over the direct ``listen_database_url``, or by the
+slow poll when only the pooler is reachable. The whole API suite runs once
+more through the pooler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+
+import httpx
+import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+from app.db import create_engine
+from app.model import NewLead
+from app.queue import Queue
+from app.serve import ServeError, migration_url
+from tests.api.conftest import POOLER_URL_ENV, listening, runtime_of, serving, waiters
+from tests.deploy import pgbouncer as pgb
+from tests.deploy.pgbouncer import PgBouncer
+from tests.serving import ROOT, Services
+
+# The one API test that is about the direct connection: through a pooler the
+# statement_timeout comes from the pooler's connect_query, not from the engine.
+DIRECT_ONLY = (
+    "tests/api/test_limits.py::test_every_database_call_is_bounded_by_statement_timeout",
+)
+
+
+def pooled_settings(bouncer: PgBouncer, database_url: str, **overrides: object) -> Settings:
+    """API settings that reach ``database_url`` through ``bouncer``, LISTENing directly."""
+    values: dict[str, object] = {
+        "database_url": bouncer.through(database_url),
+        "listen_database_url": database_url,
+        "database_pooled": True,
+        "pool_size": 10,
+        "sweep_interval_s": 3600,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def dbname(url: str) -> str:
+    name = make_url(url).database
+    assert name is not None
+    return name
+
+
+async def push(client: httpx.AsyncClient, session: str, n: int) -> list[int]:
+    leads = [{"payload": {"i": i}} for i in range(n)]
+    answer = await client.post(f"/sessions/{session}/leads", json={"leads": leads})
+    assert answer.status_code == 201, answer.text
+    ids: list[int] = answer.json()["ids"]
+    return ids
+
+
+def test_pooled_settings_prepare_nothing_and_listen_only_directly() -> None:
+    direct, pooled = "postgresql://db/leaseq", "postgresql://pooler:6432/leaseq"
+    assert Settings().prepared_statements
+    assert Settings(database_url=direct).listen_url == direct
+    only_pooler = Settings(database_url=pooled, database_pooled=True)
+    assert not only_pooler.prepared_statements
+    assert only_pooler.listen_url is None  # never LISTEN through the pooler
+    both = only_pooler.model_copy(update={"listen_database_url": direct})
+    assert both.listen_url == direct
+    supported = only_pooler.model_copy(update={"database_prepared_statements": True})
+    assert supported.prepared_statements  # a pooler that tracks prepared statements (>= 1.21)
+
+
+def test_serve_migrate_behind_a_pooler_migrates_over_the_direct_url() -> None:
+    direct, pooled = "postgresql://db/leaseq", "postgresql://pooler:6432/leaseq"
+    assert migration_url(Settings(database_url=direct)) == direct
+    both = Settings(database_url=pooled, database_pooled=True, listen_database_url=direct)
+    assert migration_url(both) == direct
+    with pytest.raises(ServeError, match="direct connection"):
+        migration_url(Settings(database_url=pooled, database_pooled=True))
+
+
+async def test_the_pooled_server_connection_keeps_no_session_state(
+    start_pgbouncer: Callable[..., PgBouncer], database_url: str
+) -> None:
+    # One server connection: every statement of every client goes through it,
+    # so what the queue leaves behind on it is there to see.
+    bouncer = start_pgbouncer(pool_size=1)
+    settings = pooled_settings(bouncer, database_url, statement_timeout_ms=1234)
+    engine = create_engine(settings, settings.database_url or "", pool_size=4)
+    queue = Queue(engine)
+    try:
+
+        async def work(worker: int) -> None:
+            for _ in range(8):  # more than psycopg's prepare_threshold (5) on each connection
+                await queue.push("s", [NewLead({"w": worker})])
+                [lease] = await queue.lease_next("s", f"w{worker}", max=1, ttl_s=60)
+                await queue.renew(lease.lead.id, lease.token, ttl_s=60)
+                await queue.complete(lease.lead.id, lease.token, result={"ok": True})
+                await queue.stats("s")
+
+        await asyncio.gather(*(work(w) for w in range(4)))
+        async with engine.connect() as conn:
+            state = (
+                await conn.execute(
+                    text(
+                        "SELECT (SELECT count(*) FROM pg_prepared_statements) AS prepared,"
+                        " (SELECT count(*) FROM pg_listening_channels()) AS listening,"
+                        " current_setting('statement_timeout') AS statement_timeout"
+                    )
+                )
+            ).one()
+        assert (await queue.stats("s")).done == 32
+    finally:
+        await engine.dispose()
+    assert state.prepared == 0
+    assert state.listening == 0
+    # The pooler's connect_query, not the engine's setting: no startup options go through.
+    assert state.statement_timeout == f"{pgb.STATEMENT_TIMEOUT_MS // 1000}s"
+    assert bouncer.transactions(dbname(database_url)) > 4 * 8 * 4
+
+
+def test_prepared_statements_need_the_setting_or_the_poolers_support(
+    start_pgbouncer: Callable[..., PgBouncer], database_url: str
+) -> None:
+    """Why the engine prepares nothing behind a pooler: two clients sharing one server
+    connection both name their statement ``_pg3_0`` (unless the pooler tracks them)."""
+    supports = pgb.version() >= (1, 21)
+    extra = "max_prepared_statements = 100\n" if supports else ""
+    bouncer = start_pgbouncer(pool_size=1, extra=extra)
+    url = bouncer.through(database_url)
+
+    def run_twice_over_two_clients(prepare_threshold: int | None) -> None:
+        with (
+            psycopg.connect(url, autocommit=True, prepare_threshold=prepare_threshold) as a,
+            psycopg.connect(url, autocommit=True, prepare_threshold=prepare_threshold) as b,
+        ):
+            for conn in (a, b):
+                for i in range(8):
+                    assert conn.execute("SELECT %s::int + 1", (i,)).fetchone() == (i + 1,)
+
+    run_twice_over_two_clients(None)  # what database_pooled does
+    if supports:
+        run_twice_over_two_clients(5)
+    else:
+        with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+            run_twice_over_two_clients(5)
+
+
+async def test_api_flows_through_pgbouncer(pgbouncer: PgBouncer, database_url: str) -> None:
+    before = pgbouncer.transactions(dbname(database_url))
+    async with serving(pooled_settings(pgbouncer, database_url)) as client:
+        [first, second, third] = await push(client, "s", 3)
+        leased = (await client.post("/lease", json={"session": "s", "owner": "w", "max": 3})).json()
+        tokens = {lease["lead"]["id"]: lease["token"] for lease in leased["leases"]}
+        assert sorted(tokens) == [first, second, third]
+
+        renewed = await client.post(
+            "/renew", json={"lead_id": first, "token": tokens[first], "ttl_s": 60}
+        )
+        assert renewed.status_code == 200
+        done = await client.post("/complete", json={"lead_id": first, "token": tokens[first]})
+        assert done.json()["lead"]["status"] == "done"
+        again = await client.post("/complete", json={"lead_id": first, "token": tokens[first]})
+        assert again.status_code == 409 and again.json()["code"] == "lease_lost"
+        released = await client.post("/release", json={"lead_id": second, "token": tokens[second]})
+        assert released.json()["lead"]["status"] == "queued"
+
+        # The third lease runs out (on an injected clock): a sweep requeues it.
+        queue = runtime_of(client).queue
+        later = await queue.db_now() + timedelta(seconds=3600)
+        assert (await queue.sweep("s", now=later)).requeued == 1
+        lost = await client.post("/renew", json={"lead_id": third, "token": tokens[third]})
+        assert lost.json()["code"] == "lease_lost"
+        swept = await client.post("/sweep", json={"all": True})
+        assert swept.json() == {"requeued": 0, "failed": 0}
+
+        stats = (await client.get("/sessions/s/stats")).json()
+        assert stats == {
+            "queued": 2,
+            "leased": 0,
+            "done": 1,
+            "failed": 0,
+            "cached": 0,
+            "pending": 2,
+        }
+        assert (await client.get("/stats")).json()["total"] == stats
+        assert (await client.get("/readyz")).status_code == 200
+        report = (await client.get("/sessions/s/report")).json()
+        assert report["double_completions"] == 0 and report["overlapping_leases"] == 0
+    assert pgbouncer.transactions(dbname(database_url)) > before
+
+
+async def test_a_long_poll_is_woken_by_notify_over_the_direct_listen_url(
+    pgbouncer: PgBouncer, database_url: str
+) -> None:
+    # The slow poll is off the table (60 s, beyond wait_s): only the NOTIFY can wake it.
+    settings = pooled_settings(pgbouncer, database_url, poll_interval_s=60)
+    async with serving(settings) as client:
+        assert runtime_of(client).listener.listens
+        await listening(client)
+        waiting = asyncio.create_task(
+            client.post("/lease", json={"session": "s", "owner": "w", "wait_s": 20})
+        )
+        await waiters(client, 1)
+        [pushed] = await push(client, "s", 1)
+        answer = await asyncio.wait_for(waiting, timeout=15)
+        [lease] = answer.json()["leases"]
+        assert lease["lead"]["id"] == pushed
+
+
+async def test_with_only_the_pooler_a_long_poll_falls_back_to_the_slow_poll(
+    pgbouncer: PgBouncer, database_url: str
+) -> None:
+    settings = pooled_settings(
+        pgbouncer, database_url, listen_database_url=None, poll_interval_s=0.2
+    )
+    async with serving(settings) as client:
+        listener = runtime_of(client).listener
+        assert not listener.listens
+        waiting = asyncio.create_task(
+            client.post("/lease", json={"session": "s", "owner": "w", "wait_s": 20})
+        )
+        await waiters(client, 1)
+        [pushed] = await push(client, "s", 1)
+        answer = await asyncio.wait_for(waiting, timeout=15)
+        [lease] = answer.json()["leases"]
+        assert lease["lead"]["id"] == pushed
+        assert not listener.connected
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        listens = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+        ).fetchone()
+    assert listens == (0,)
+
+
+async def test_many_workers_through_a_few_server_connections(
+    start_pgbouncer: Callable[..., PgBouncer], database_url: str
+) -> None:
+    bouncer = start_pgbouncer(pool_size=3)  # 16 workers, 10 pooled clients, 3 server connections
+    leads = 300
+    async with serving(pooled_settings(bouncer, database_url)) as client:
+        ids = await push(client, "s", leads)
+        seen: list[int] = []
+
+        async def worker(name: str) -> None:
+            while True:
+                answer = await client.post(
+                    "/lease", json={"session": "s", "owner": name, "max": 3, "ttl_s": 60}
+                )
+                assert answer.status_code == 200, answer.text
+                got = answer.json()["leases"]
+                if not got:
+                    return
+                seen.extend(lease["lead"]["id"] for lease in got)
+                items = [{"lead_id": g["lead"]["id"], "token": g["token"]} for g in got]
+                done = await client.post("/complete/batch", json={"items": items})
+                assert all(r["ok"] for r in done.json()["results"])
+
+        await asyncio.wait_for(asyncio.gather(*(worker(f"w{i}") for i in range(16))), 60)
+        assert sorted(seen) == sorted(ids)  # every lead handed out exactly once
+        stats = (await client.get("/sessions/s/stats")).json()
+        assert stats["done"] == leads and stats["pending"] == 0
+        report = (await client.get("/sessions/s/report")).json()
+        assert report["completions"] == leads and report["double_completions"] == 0
+    servers = [s for s in bouncer.show("SERVERS") if s["database"] == dbname(database_url)]
+    assert 0 < len(servers) <= 3
+
+
+@pytest.mark.service
+def test_serve_with_migrate_through_pgbouncer(
+    pgbouncer: PgBouncer, empty_database_url: str, services: Services
+) -> None:
+    """``leaseq serve --migrate`` behind a pooler migrates over the direct URL, then serves."""
+    service = services.start(
+        "--migrate",
+        database_url=pgbouncer.through(empty_database_url),
+        env={"LEASEQ_DATABASE_POOLED": "true", "LEASEQ_LISTEN_DATABASE_URL": empty_database_url},
+    )
+    with service.client() as client:
+        assert client.post("/sessions/s/leads", json={"leads": [{"payload": {}}]}).is_success
+        assert client.get("/sessions/s/stats").json()["queued"] == 1
+    assert pgbouncer.transactions(dbname(empty_database_url)) > 0
+
+
+@pytest.mark.service
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_api_suite_passes_through_pgbouncer(pgbouncer: PgBouncer, server_url: str) -> None:
+    """tests/api once more, every app reaching its database through PgBouncer."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
+    env.update({"LEASEQ_TEST_DATABASE_URL": server_url, POOLER_URL_ENV: pgbouncer.url("postgres")})
+    deselect = [arg for test in DIRECT_ONLY for arg in ("--deselect", test)]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/api", "-q", "-p", "no:cacheprovider", *deselect],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=850,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout and " failed" not in run.stdout
+    pooled = [r for r in pgbouncer.show("STATS") if str(r["database"]).startswith("leaseq_t_")]
+    assert len(pooled) >= 20  # the apps' databases were reached through the pooler

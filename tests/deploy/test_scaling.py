@@ -1,0 +1,246 @@
+"""Past one PostgreSQL (docs/scaling.md): which statements stay inside one session.
+
+Every statement of ``app.sql`` (and the session report's) is classified:
+scoped to one session, to one lead, or across sessions. Sharding by session
+(Citus, or several databases behind a router) needs the first kind on the hot
+path, so the test proves it on a stand-in: the schema with ``leads`` and
+``lead_events`` hash-partitioned by ``session`` (the schema changes
+docs/scaling.md lists). There, ``EXPLAIN`` of each session-scoped statement
+touches one partition of each table, and the whole queue still works.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import TextClause, text
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.schema import CreateIndex
+
+from app import db, migrate, report, sql
+from app.config import Settings
+from app.db import create_engine, libpq_url
+from app.model import NewLead
+from app.queue import Queue
+from tests.deploy.compose import ROOT
+
+PARTITIONS = 4
+
+# Hot path, routed by session: each reads and writes the rows of one session only.
+SESSION_SCOPED: dict[str, Callable[[], TextClause]] = {
+    "push": lambda: sql.push(True),
+    "push, ledger off": lambda: sql.push(False),
+    "existing_keys": sql.existing_keys,
+    "lease_next": lambda: sql.lease_next(True),
+    "lease_next, ledger off": lambda: sql.lease_next(False),
+    "sweep of one session": lambda: sql.sweep(True, scoped=True),
+    "stats": sql.stats,
+    "report": report.session_report,
+    "report attempts": report.attempts_per_lead,
+    "report owners": report.owners,
+}
+# Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
+LEAD_SCOPED = ("renew_many", "complete_many", "release", "cancel", "retry", "get")
+# Across sessions by design: recovery, maintenance and the operator's totals.
+CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune")
+NO_TABLE = ("db_now", "autovacuum")
+
+PARAMETERS: dict[str, Any] = {
+    "session": "s1",
+    "keys": ["k1"],
+    "priorities": [0],
+    "payloads": ["{}"],
+    "depths": [0],
+    "parent_ids": [None],
+    "max_attempts": [5],
+    "delays": [0.0],
+    "owner": "w",
+    "max": 10,
+    "tokens": ["t"],
+    "ttl_s": 60.0,
+    "now": None,
+    "limit": 1000,
+}
+
+
+def statement_names() -> set[str]:
+    """Every statement function ``app.sql`` defines (most are wrapped in functools.cache)."""
+    return {
+        name
+        for name, function in inspect.getmembers(sql, callable)
+        if getattr(function, "__module__", None) == sql.__name__
+        and not name.startswith("_")
+        and not inspect.isclass(function)
+    }
+
+
+def test_every_statement_is_classified() -> None:
+    """A new statement must say how it shards (and docs/scaling.md must say it too)."""
+    session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
+    cross = {"stats_all", "prune"}
+    assert statement_names() == session_scoped | set(LEAD_SCOPED) | cross | set(NO_TABLE)
+    written = (ROOT / "docs" / "scaling.md").read_text()
+    for name in [*session_scoped, *LEAD_SCOPED, *cross]:
+        assert f"`{name}`" in written, f"docs/scaling.md does not mention `{name}`"
+
+
+@pytest.mark.parametrize("name", LEAD_SCOPED)
+def test_lead_scoped_statements_touch_leads_by_id_only(name: str) -> None:
+    statement: TextClause = getattr(sql, name)(*_ledger_args(getattr(sql, name)))
+    where = re.findall(r"WHERE ([^\n]*)", statement.text)
+    assert where and all(re.search(r"\bl?\.?id = (:lead_id|req\.lead_id)", w) for w in where)
+
+
+def _ledger_args(function: Callable[..., TextClause]) -> list[bool]:
+    return [True] if "ledger" in inspect.signature(function).parameters else []
+
+
+def _index_ddl(table: Any) -> list[str]:
+    """CREATE INDEX for every index of ``table`` as app.db defines it (unique ones included)."""
+    return [
+        str(CreateIndex(index).compile(dialect=postgresql.dialect())) for index in table.indexes
+    ]
+
+
+def partition_by_session(url: str) -> None:
+    """Turn the migrated ``leads`` and ``lead_events`` into tables hash-partitioned by session:
+    the shape a sharded deployment needs (docs/scaling.md, "Schema changes")."""
+    statements: list[str] = []
+    for table in (db.leads, db.lead_events):
+        name = table.name
+        statements += [
+            f"ALTER TABLE {name} RENAME TO {name}_plain",
+            f"CREATE TABLE {name} (LIKE {name}_plain INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+            " PARTITION BY HASH (session)",
+            f"DROP TABLE {name}_plain",
+            # The id is drawn from a sequence (an identity column cannot be partitioned
+            # before PostgreSQL 17; a sharded database draws it from its own range).
+            f"CREATE SEQUENCE {name}_id_seq",
+            f"ALTER TABLE {name} ALTER COLUMN id SET DEFAULT nextval('{name}_id_seq')",
+            # Every unique key holds the distribution column.
+            f"ALTER TABLE {name} ADD PRIMARY KEY (session, id)",
+            # Lookups by id alone (renew, complete, release; lead_events by lead) probe each
+            # partition through this index.
+            f"CREATE INDEX {name}_id ON {name} (id)",
+            *_index_ddl(table),
+            *(
+                f"CREATE TABLE {name}_p{r} PARTITION OF {name}"
+                f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r})"
+                for r in range(PARTITIONS)
+            ),
+        ]
+    with psycopg.connect(libpq_url(url)) as conn:
+        for statement in statements:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def partitioned(empty_database_url: str) -> AsyncIterator[AsyncEngine]:
+    migrate.upgrade(empty_database_url)
+    partition_by_session(empty_database_url)
+    engine = create_engine(Settings(statement_timeout_ms=30_000), empty_database_url)
+    yield engine
+    await engine.dispose()
+
+
+def partitions_in(plan: Any) -> dict[str, set[str]]:
+    """The partitions an EXPLAIN (FORMAT JSON) plan reads ("leads", "lead_events") and those
+    its UPDATE or DELETE probes for the rows it changes ("leads written", ...)."""
+    found: dict[str, set[str]] = {
+        "leads": set(),
+        "lead_events": set(),
+        "leads written": set(),
+        "lead_events written": set(),
+    }
+
+    def walk(node: Any, writing: bool) -> None:
+        if isinstance(node, dict):
+            writing = writing or node.get("Node Type") == "ModifyTable"
+            match = re.fullmatch(r"(leads|lead_events)_p\d+", node.get("Relation Name", ""))
+            if match:
+                found[match[1] + (" written" if writing else "")].add(match[0])
+            for value in node.values():
+                walk(value, writing)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, writing)
+
+    walk(plan, False)
+    return found
+
+
+async def explain(engine: AsyncEngine, statement: TextClause) -> Any:
+    names = set(statement._bindparams)  # the statement's parameter names
+    missing = names - set(PARAMETERS)
+    assert not missing, f"give PARAMETERS a value for {missing}"
+    async with engine.connect() as conn:
+        result = await conn.execute(
+            text(f"EXPLAIN (FORMAT JSON) {statement.text}"),
+            {k: v for k, v in PARAMETERS.items() if k in names},
+        )
+        plan = result.scalar_one()
+    return json.loads(plan) if isinstance(plan, str) else plan
+
+
+@pytest.mark.parametrize("name", SESSION_SCOPED)
+async def test_a_session_scoped_statement_reads_one_partition(
+    partitioned: AsyncEngine, name: str
+) -> None:
+    touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
+    assert len(touched["leads"]) <= 1 and len(touched["lead_events"]) <= 1, touched
+    # It reads something, pruned to one partition (an INSERT is routed as it runs instead).
+    assert touched["leads"] or touched["lead_events"] or name.startswith("push"), touched
+    assert len(touched["lead_events written"]) <= 1, touched
+    # Its UPDATE names the session too, so the write is routed as well as the claim.
+    assert len(touched["leads written"]) <= 1, touched
+
+
+async def test_a_cross_session_statement_reads_every_partition(
+    partitioned: AsyncEngine,
+) -> None:
+    touched = partitions_in(await explain(partitioned, sql.stats_all()))
+    assert len(touched["leads"]) == PARTITIONS
+
+
+async def test_the_queue_works_on_the_partitioned_schema(partitioned: AsyncEngine) -> None:
+    queue = Queue(partitioned)
+    sessions = [f"s{i}" for i in range(6)]
+    for session in sessions:
+        pushed = await queue.push(session, [NewLead({"i": i}, key=f"k{i}") for i in range(5)])
+        assert pushed.created == 5
+        again = await queue.push(session, [NewLead({}, key="k0"), NewLead({}, key="new")])
+        assert again.created == 1 and again.duplicates == 1 and again.ids[0] == pushed.ids[0]
+
+    first = sessions[0]
+    leases = await queue.lease_next(first, "w", max=4, ttl_s=60)
+    assert len(leases) == 4 and {lease.lead.session for lease in leases} == {first}
+    done, kept, released, expiring = leases
+    await queue.renew(kept.lead.id, kept.token, ttl_s=60)
+    await queue.complete(done.lead.id, done.token, result={"ok": True})
+    await queue.release(released.lead.id, released.token)
+    later = await queue.db_now() + timedelta(seconds=120)
+    await queue.renew(kept.lead.id, kept.token, ttl_s=600)
+    swept = await queue.sweep(first, now=later)
+    assert (swept.requeued, swept.failed) == (1, 0)  # `expiring` ran out; `kept` did not
+    cancelled = await queue.cancel((await queue.lease_next(first, "w", max=1))[0].lead.id)
+    assert cancelled.status == "failed"
+    assert (await queue.retry(cancelled.id)).status == "queued"
+    assert (await queue.get(expiring.lead.id)).status == "queued"
+
+    counts = await queue.stats(first)
+    assert (counts.done, counts.leased, counts.queued) == (1, 1, 4)
+    totals = await queue.stats_all()
+    assert set(totals.sessions) == set(sessions) and totals.total.pending == 6 * 6 - 1
+
+    audit = await report.report(queue, first)
+    assert audit.completions == 1 and audit.double_completions == 0
+    assert audit.overlapping_leases == 0
+    assert (await queue.prune(0.0, now=later + timedelta(seconds=60))) == 1
