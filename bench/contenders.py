@@ -28,18 +28,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import secrets
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -52,6 +46,7 @@ from app.model import CompleteItem, NewLead
 from app.queue import Queue
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
+from bench.service import Service
 
 PUSH_BATCH = 1000
 
@@ -359,83 +354,6 @@ async def leaseq_checks(url: str, n: int, ids: Sequence[int], done: Sequence[int
 
 
 # -- rest: leaseq serve ---------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def child_pids(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``, and theirs (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-class Service:
-    """``leaseq serve`` on 127.0.0.1 with its defaults; stopped by pid, with its workers."""
-
-    def __init__(self, url: str, workers: int) -> None:
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
-        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port), "--workers", str(workers)]
-        command += ["--database-url", url, "--log-level", "warning"]
-        self.process = subprocess.Popen(command, env=env)
-        self.children: list[int] = []
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"leaseq serve exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    self.children = child_pids(self.process.pid)
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("leaseq serve did not become ready")
-
-    def stop(self) -> None:
-        self.children = sorted({*self.children, *child_pids(self.process.pid)})
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        deadline = time.monotonic() + 20
-        while any(_running(pid) for pid in self.children) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for pid in self.children:
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 class RawHttp:

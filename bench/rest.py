@@ -30,9 +30,6 @@ import asyncio
 import itertools
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,9 +43,7 @@ from app.queue import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import core  # bench/core.py: the fresh databases, the drain and its checks
-
-READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 20.0
+from service import Service  # bench/service.py: leaseq serve, stopped by pid
 
 
 @dataclass
@@ -69,104 +64,6 @@ class PathResult:
 
 
 # -- the service --------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def child_pids(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``, and theirs (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-class Service:
-    """A ``leaseq serve`` subprocess on 127.0.0.1; stopped by pid, with its worker processes."""
-
-    def __init__(self, database_url: str, workers: int, ledger: bool) -> None:
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
-        command = [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--workers",
-            str(workers),
-            "--database-url",
-            database_url,
-            "--log-level",
-            "warning",
-            "--ledger" if ledger else "--no-ledger",
-        ]
-        self.process = subprocess.Popen(command, env=env)
-        self.children: list[int] = []
-
-    async def pids(self) -> list[int]:
-        """The service's processes: the one started, and its uvicorn workers."""
-        return [self.process.pid, *child_pids(self.process.pid)]
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"leaseq serve exited with {self.process.returncode}")
-            try:
-                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
-                    # Its uvicorn worker processes, remembered to be stopped by pid.
-                    self.children = child_pids(self.process.pid)
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("leaseq serve did not become ready")
-
-    def stop(self) -> None:
-        """SIGTERM to the pid we started; then SIGKILL to it and its children if still there."""
-        self.children = sorted({*self.children, *child_pids(self.process.pid)})
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while any(running(pid) for pid in self.children) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for pid in self.children:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 # -- CPU accounting ---------------------------------------------------------------
@@ -495,7 +392,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 await core_drain(url, f"core-b{batch}", args.leads, batch, args.concurrency, ledger)
             )
         for k in args.server_workers or [1, 2]:
-            service = Service(url, k, ledger)
+            service = Service(url, k, ["--ledger" if ledger else "--no-ledger"])
             try:
                 await asyncio.to_thread(service.wait_ready)
                 for client_kind, batch in itertools.product(args.client, batches):

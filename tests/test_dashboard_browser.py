@@ -2,7 +2,8 @@
 
 Runs ``leaseq serve`` as a process, opens ``/dashboard``, and checks that the
 page shows what ``/stats`` says, follows the queue as it moves, cancels and
-retries leads, and asks for the token when the service wants one. The page
+retries leads, asks for the token when the service wants one, and shows the
+autovacuum warning exactly when the server says ``autovacuum = off``. The page
 must not reach anything but the service (it works offline). A screenshot is
 kept in ``test-artifacts/dashboard.png``.
 
@@ -22,7 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.dashboard import page as dashboard_page
 from tests.serving import ROOT, Service, Services
+from tests.test_autovacuum import autovacuum_on
 
 pytestmark = pytest.mark.service
 
@@ -229,3 +232,20 @@ def test_with_tokens_the_dashboard_asks_for_one_and_keeps_it(
         )
         assert http.get(f"/leads/{held['lead']['id']}").json()["error"] == "cancelled"
         assert all(TOKEN not in url for url in asked)  # never in a URL
+
+
+def test_the_page_shows_the_autovacuum_warning_when_the_server_says_off(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    enabled = autovacuum_on(database_url)
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    page = browser.new_page()
+    page.goto(f"{service.url}/dashboard")
+    page.wait_for_function("() => document.body.dataset.updated", timeout=WAIT_MS)
+    warnings = page.locator("#warnings")
+    if enabled:
+        assert warnings.is_hidden()
+        assert warnings.locator("li").count() == 0
+    else:
+        assert warnings.is_visible()
+        assert warnings.locator("li").all_inner_texts() == [dashboard_page.AUTOVACUUM_OFF]

@@ -1,0 +1,109 @@
+"""``leaseq serve`` as a subprocess for the benchmarks, started and stopped by pid.
+
+Shared by ``python -m bench`` (bench/contenders.py, bench/profile.py) and the
+earlier script bench/rest.py. It imports nothing from the bench package, so a
+script run from this folder can import it as ``service``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, and theirs (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Service:
+    """``leaseq serve`` on 127.0.0.1 with ``workers`` uvicorn processes.
+
+    ``extra_args`` go to ``serve`` as given (``--no-ledger``, say). Stopped by
+    the pid it started, then its uvicorn worker processes by theirs.
+    """
+
+    def __init__(self, url: str, workers: int, extra_args: Sequence[str] = ()) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
+        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--workers", str(workers)]
+        command += ["--database-url", url, "--log-level", "warning", *extra_args]
+        self.process = subprocess.Popen(command, env=env)
+        self.children: list[int] = []
+
+    async def pids(self) -> list[int]:
+        """The service's processes: the one started, and its uvicorn workers."""
+        return [self.process.pid, *child_pids(self.process.pid)]
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"leaseq serve exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
+                    # Its uvicorn worker processes, remembered to be stopped by pid.
+                    self.children = child_pids(self.process.pid)
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("leaseq serve did not become ready")
+
+    def stop(self) -> None:
+        """SIGTERM to the pid started; then SIGKILL to it and its children if still there."""
+        self.children = sorted({*self.children, *child_pids(self.process.pid)})
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while any(running(pid) for pid in self.children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in self.children:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
