@@ -26,7 +26,6 @@ favour.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import time
@@ -46,7 +45,7 @@ from app.model import CompleteItem, NewLead
 from app.queue import Queue
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
-from bench.service import Service
+from bench.service import RawPoster, Service
 
 PUSH_BATCH = 1000
 
@@ -356,43 +355,7 @@ async def leaseq_checks(url: str, n: int, ids: Sequence[int], done: Sequence[int
 # -- rest: leaseq serve ---------------------------------------------------------
 
 
-class RawHttp:
-    """JSON over one keep-alive HTTP/1.1 connection, with next to no client work."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def connect(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def post(self, path: str, body: Any) -> Any:
-        assert self.reader is not None and self.writer is not None
-        data = json.dumps(body).encode()
-        self.writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n\r\n".encode()
-            + data
-        )
-        status = int((await self.reader.readline()).split()[1])
-        length = 0
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        payload = await self.reader.readexactly(length)
-        if not 200 <= status < 300:
-            raise RuntimeError(f"POST {path}: {status} {payload[:200]!r}")
-        return json.loads(payload)
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            await self.writer.wait_closed()
-
-
-async def _rest_loop(http: RawHttp, owner: str, batch: int) -> WorkerReport:
+async def _rest_loop(http: RawPoster, owner: str, batch: int) -> WorkerReport:
     report = WorkerReport()
     body = {"session": SESSION, "owner": owner, "max": batch, "ttl_s": LEASE_TTL_S}
     while True:
@@ -418,7 +381,7 @@ async def _rest_loop(http: RawHttp, owner: str, batch: int) -> WorkerReport:
 async def rest_worker(
     spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
 ) -> WorkerReport:
-    clients = [RawHttp(spec["port"]) for _ in range(tasks)]
+    clients = [RawPoster("127.0.0.1", spec["port"]) for _ in range(tasks)]
     try:
         for client in clients:
             await client.connect()

@@ -62,22 +62,15 @@ from app.db import create_engine, libpq_url
 from app.model import CompleteItem, NewLead, RenewItem
 from app.queue import Queue
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import admin, cpu_model  # bench/common.py, shared with python -m bench
+
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 SESSION = "bench"
 LEASE_TTL_S = 300.0
 
 
 # -- the machine --------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine(server_url: str) -> dict[str, Any]:
@@ -144,22 +137,18 @@ async def backend_pids(engine: AsyncEngine, *, but_the_asker: bool = False) -> l
 # -- fresh databases ----------------------------------------------------------
 
 
-def _admin(server_url: str) -> psycopg.Connection[tuple[Any, ...]]:
-    return psycopg.connect(libpq_url(server_url), autocommit=True)
-
-
 @contextmanager
 def fresh_database(server_url: str) -> Iterator[str]:
     """A new, migrated database on the server, dropped on the way out."""
     name = f"leaseq_bench_{uuid.uuid4().hex[:12]}"
-    with _admin(server_url) as conn:
+    with admin(server_url) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     try:
         migrate.upgrade(url)
         yield url
     finally:
-        with _admin(server_url) as conn:
+        with admin(server_url) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

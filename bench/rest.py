@@ -43,7 +43,7 @@ from app.queue import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import core  # bench/core.py: the fresh databases, the drain and its checks
-from service import Service  # bench/service.py: leaseq serve, stopped by pid
+from service import RawPoster, Service  # bench/service.py: leaseq serve and a raw client
 
 
 @dataclass
@@ -127,54 +127,6 @@ class HttpxPoster:
 
     async def close(self) -> None:
         pass
-
-
-class RawPoster:
-    """POSTs JSON over one keep-alive HTTP/1.1 connection of its own, with next to no
-    client-side work, so that on a small machine the figures are the service's."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def connect(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-
-    async def post(self, path: str, body: Any) -> Any:
-        if self.reader is None or self.writer is None:
-            await self.connect()
-        assert self.reader is not None and self.writer is not None
-        data = json.dumps(body).encode()
-        self.writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
-            + data
-        )
-        status = int((await self.reader.readline()).split()[1])
-        length, chunked = 0, False
-        while (line := await self.reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-            elif name.strip().lower() == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-        if chunked:
-            parts = []
-            while size := int((await self.reader.readline()).split(b";")[0], 16):
-                parts.append(await self.reader.readexactly(size + 2))
-            await self.reader.readline()
-            payload = b"".join(part[:-2] for part in parts)
-        else:
-            payload = await self.reader.readexactly(length)
-        if not 200 <= status < 300:
-            raise RuntimeError(f"POST {path}: {status} {payload[:200]!r}")
-        return json.loads(payload)
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            await self.writer.wait_closed()
 
 
 Poster = HttpxPoster | RawPoster

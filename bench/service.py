@@ -1,4 +1,5 @@
-"""``leaseq serve`` as a subprocess for the benchmarks, started and stopped by pid.
+"""``leaseq serve`` as a subprocess for the benchmarks, started and stopped by pid,
+and the raw HTTP client that drives it.
 
 Shared by ``python -m bench`` (bench/contenders.py, bench/profile.py) and the
 earlier script bench/rest.py. It imports nothing from the bench package, so a
@@ -7,6 +8,8 @@ script run from this folder can import it as ``service``.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import socket
@@ -15,6 +18,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -107,3 +111,51 @@ class Service:
         for pid in self.children:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+class RawPoster:
+    """POSTs JSON over one keep-alive HTTP/1.1 connection of its own, with next to no
+    client-side work, so that on a small machine the figures are the service's."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def post(self, path: str, body: Any) -> Any:
+        if self.reader is None or self.writer is None:
+            await self.connect()
+        assert self.reader is not None and self.writer is not None
+        data = json.dumps(body).encode()
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        status = int((await self.reader.readline()).split()[1])
+        length, chunked = 0, False
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+            elif name.strip().lower() == b"transfer-encoding":
+                chunked = b"chunked" in value.lower()
+        if chunked:
+            parts = []
+            while size := int((await self.reader.readline()).split(b";")[0], 16):
+                parts.append(await self.reader.readexactly(size + 2))
+            await self.reader.readline()
+            payload = b"".join(part[:-2] for part in parts)
+        else:
+            payload = await self.reader.readexactly(length)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"POST {path}: {status} {payload[:200]!r}")
+        return json.loads(payload)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
