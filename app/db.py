@@ -28,6 +28,15 @@ STATUSES = ("queued", "leased", "done", "failed", "cached")
 TERMINAL_STATUSES = ("done", "failed", "cached")
 EVENTS = ("pushed", "leased", "released", "completed", "expired", "cancelled", "retried")
 
+# What the operator is told, in the service's log and on the dashboard, when
+# the server runs no autovacuum (``sql.autovacuum``).
+AUTOVACUUM_OFF = (
+    "Autovacuum is off on this PostgreSQL server (SHOW autovacuum): the space of finished "
+    "and pruned leads is never reclaimed, so leads, lead_events and their indexes keep "
+    "growing and leasing slows down. Turn autovacuum on, or run VACUUM leads, lead_events "
+    "regularly."
+)
+
 # Storage parameters for the leads table, which churns: every lead is updated
 # three or more times. Free space in each page lets PostgreSQL keep updated
 # versions on the same page; autovacuum runs after 1% of the rows died instead

@@ -25,7 +25,7 @@ from app import embedded, metrics, migrate
 from app.api.runtime import Runtime
 from app.config import Settings
 from app.dashboard import data, page
-from app.db import libpq_url
+from app.db import AUTOVACUUM_OFF, libpq_url
 from tests.api.conftest import serving
 from tests.serving import Services
 
@@ -46,7 +46,7 @@ def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
         for record in caplog.records
         if record.name == "leaseq.api"
         and record.levelno == logging.WARNING
-        and "autovacuum is off" in record.getMessage()
+        and record.getMessage() == AUTOVACUUM_OFF
     ]
 
 
@@ -70,7 +70,7 @@ async def check_runtime(url: str, caplog: pytest.LogCaptureFixture) -> bool:
         assert snapshot.autovacuum is enabled
         shown = page.to_json(snapshot)
         assert shown["autovacuum"] is enabled
-        assert shown["warnings"] == ([] if enabled else [page.AUTOVACUUM_OFF])
+        assert shown["warnings"] == ([] if enabled else [AUTOVACUUM_OFF])
     finally:
         await runtime.stop()
     return bool(enabled)  # bool again: mypy reads the ``is`` checks above as narrowing to Any
@@ -113,7 +113,7 @@ def test_leaseq_serve_logs_the_warning_once(database_url: str, tmp_path: Path) -
             assert http.get("/readyz").status_code == 200
     finally:
         services.close()
-    logged = [line for line in service.log().splitlines() if "autovacuum is off" in line]
+    logged = [line for line in service.log().splitlines() if AUTOVACUUM_OFF in line]
     assert len(logged) == (0 if enabled else 1), service.log()
     assert all("WARNING" in line for line in logged)
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.dashboard import page as dashboard_page
+from app.db import AUTOVACUUM_OFF
 from tests.serving import ROOT, Service, Services
 from tests.test_autovacuum import autovacuum_on
 
@@ -248,4 +248,4 @@ def test_the_page_shows_the_autovacuum_warning_when_the_server_says_off(
         assert warnings.locator("li").count() == 0
     else:
         assert warnings.is_visible()
-        assert warnings.locator("li").all_inner_texts() == [dashboard_page.AUTOVACUUM_OFF]
+        assert warnings.locator("li").all_inner_texts() == [AUTOVACUUM_OFF]

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, migrate, sql
 from app.config import Settings
-from app.db import create_engine
+from app.db import AUTOVACUUM_OFF, create_engine
 from app.listener import Listener
 from app.model import SweepResult
 from app.queue import Queue
@@ -42,12 +42,6 @@ log = logging.getLogger("leaseq.api")
 RECOVERY_BACKOFF_FIRST_S = 0.5
 RECOVERY_BACKOFF_MAX_S = 10.0
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-AUTOVACUUM_OFF = (
-    "autovacuum is off on this PostgreSQL server (SHOW autovacuum): leaseq updates every lead "
-    "several times and prunes finished ones, and without autovacuum the space of those dead "
-    "rows is never reclaimed, so leads, lead_events and their indexes grow without bound and "
-    "leasing slows down; turn autovacuum on, or run VACUUM leads, lead_events regularly"
-)
 
 
 def count_sweep(result: SweepResult, trigger: str) -> None:

@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app import __version__
 from app.dashboard.data import STATUSES, WINDOW_MINUTES, SessionView, Snapshot
+from app.db import AUTOVACUUM_OFF
 
 POLL_INTERVAL_MS = 2000
 
@@ -44,13 +45,6 @@ def _session(view: SessionView) -> dict[str, Any]:
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),
     }
-
-
-AUTOVACUUM_OFF = (
-    "Autovacuum is off on this PostgreSQL server: the space of finished and pruned leads is "
-    "never reclaimed, so the tables and their indexes keep growing and leasing slows down. "
-    "Turn autovacuum on, or run VACUUM leads, lead_events regularly."
-)
 
 
 def warnings(snapshot: Snapshot) -> list[str]:
