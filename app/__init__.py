@@ -1,3 +1,9 @@
-"""leaseq: a lease queue service on PostgreSQL."""
+"""The leaseq service: the queue on PostgreSQL, its REST API and its commands.
 
-__version__ = "0.1.0"
+Its model, errors and limits are the client's (``leaseq``), so both sides
+speak one vocabulary; ``leaseq`` never imports this package.
+"""
+
+from leaseq import __version__
+
+__all__ = ["__version__"]

@@ -1,4 +1,7 @@
-"""Settings, read from ``LEASEQ_*`` environment variables; every default is named once here."""
+"""Settings, read from ``LEASEQ_*`` environment variables; every default is named once here.
+
+The limits of the wire are not settings: they live in ``leaseq.limits``.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +11,9 @@ import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+from leaseq.limits import MAX_TTL_S
+
 DEFAULT_LEASE_TTL_S = 300.0
-MAX_TTL_S = 3600.0
-MAX_LEASE_BATCH = 100
-MAX_ITEM_BATCH = 100
-MAX_PUSH_BATCH = 1000
-MAX_WAIT_S = 30.0
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 
@@ -95,7 +94,7 @@ class Settings(BaseSettings):
 
     @property
     def prepared_statements(self) -> bool:
-        """Whether the engine lets psycopg prepare statements on ``database_url``."""
+        """Whether psycopg may prepare statements on ``database_url``."""
         if self.database_prepared_statements is not None:
             return self.database_prepared_statements
         return not self.database_pooled

@@ -1,6 +1,9 @@
-"""The schema (Table definitions Alembic compares against) and engine construction.
+"""The schema: the Table definitions Alembic compares against, and the migrations' URL.
 
-Knows nothing of HTTP. The SQL the queue runs lives in ``app.sql``.
+SQLAlchemy lives here and in the migrations only, synchronously: the service
+reaches PostgreSQL through ``app.pg``, and the SQL it runs lives in
+``app.sql``. The status list is the model's (``leaseq.model.STATUSES``).
+Knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -20,22 +23,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.config import SESSION_PATTERN, Settings
+from app.sql import OUTCOME_EVENTS, in_list
+from leaseq.limits import SESSION_PATTERN
+from leaseq.model import FINAL_STATUSES, STATUSES
 
-STATUSES = ("queued", "leased", "done", "failed", "cached")
-TERMINAL_STATUSES = ("done", "failed", "cached")
 EVENTS = ("pushed", "leased", "released", "completed", "expired", "cancelled", "retried")
-
-# What the operator is told, in the service's log and on the dashboard, when
-# the server runs no autovacuum (``sql.autovacuum``).
-AUTOVACUUM_OFF = (
-    "Autovacuum is off on this PostgreSQL server (SHOW autovacuum): the space of finished "
-    "and pruned leads is never reclaimed, so leads, lead_events and their indexes keep "
-    "growing and leasing slows down. Turn autovacuum on, or run VACUUM leads, lead_events "
-    "regularly."
-)
 
 # Storage parameters for the leads table, which churns: every lead is updated
 # three or more times. Free space in each page lets PostgreSQL keep updated
@@ -53,7 +46,7 @@ metadata = MetaData()
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+    return f"{column} IN {in_list(values)}"
 
 
 leads = Table(
@@ -106,7 +99,7 @@ leads = Table(
     Index(
         "leads_terminal_updated",
         "updated_at",
-        postgresql_where=text(_in("status", TERMINAL_STATUSES)),
+        postgresql_where=text(_in("status", FINAL_STATUSES)),
     ),
 )
 
@@ -129,53 +122,14 @@ lead_events = Table(
     Index(
         "lead_events_outcomes_at",
         "at",
-        postgresql_where=text(_in("event", ("completed", "expired", "released"))),
+        postgresql_where=text(_in("event", OUTCOME_EVENTS)),
     ),
 )
 
 
 def sqlalchemy_url(url: str) -> URL:
-    """The URL with the psycopg 3 driver, whatever scheme the user wrote."""
+    """The URL with the psycopg 3 driver, whatever scheme the user wrote (for Alembic)."""
     parsed = make_url(url)
     if parsed.drivername in ("postgres", "postgresql", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
-
-
-def libpq_url(url: str) -> str:
-    """The URL as libpq (psql, psycopg.connect) reads it."""
-    return sqlalchemy_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def create_engine(settings: Settings, url: str, *, pool_size: int | None = None) -> AsyncEngine:
-    """An autocommit engine: each queue statement is its own transaction, one round trip.
-
-    Here ``conn.begin()`` sends no BEGIN (the connection stays in autocommit):
-    statements that must be atomic together belong in one statement, or on a
-    connection given another ``isolation_level``. Every statement is bounded by
-    ``statement_timeout`` and every connection attempt by ``connect_timeout``,
-    so an outage fails fast.
-
-    Through a transaction-mode pooler (``settings.database_pooled``) a
-    connection carries no session state: no startup ``options`` (PgBouncer
-    refuses them; set ``statement_timeout`` on the role, the database or the
-    pooler's ``connect_query``), and psycopg prepares no statement unless
-    ``settings.prepared_statements`` (the pooler hands each transaction to
-    any server connection, where a named statement may not exist).
-    """
-    connect_args: dict[str, object] = {"connect_timeout": settings.connect_timeout_s}
-    if not settings.database_pooled:
-        connect_args["options"] = f"-c statement_timeout={settings.statement_timeout_ms}"
-    if not settings.prepared_statements:
-        connect_args["prepare_threshold"] = None
-    size = pool_size or settings.pool_size
-    return create_async_engine(
-        sqlalchemy_url(url),
-        isolation_level="AUTOCOMMIT",
-        pool_size=size,
-        max_overflow=0,
-        pool_timeout=settings.pool_timeout_s,
-        pool_pre_ping=False,
-        pool_recycle=1800,
-        connect_args=connect_args,
-    )

@@ -44,8 +44,14 @@ def _forget_dead_holders(data_dir: Path) -> None:
         holders.write_text(json.dumps(alive))
 
 
+def has_cluster(data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds a PostgreSQL cluster already (``start`` would not create one)."""
+    return (Path(data_dir).expanduser() / "PG_VERSION").is_file()
+
+
 def start(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL in ``data_dir``; returns its URL."""
+    """Start (or join) the embedded PostgreSQL in ``data_dir``, creating it if it holds none;
+    returns its URL."""
     data_dir = Path(data_dir).expanduser().resolve()
     if data_dir not in _servers:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -68,5 +74,5 @@ def stop(data_dir: Path) -> None:
 
 
 def resolve_database_url(database_url: str | None, data_dir: Path) -> str:
-    """The configured URL, or the embedded PostgreSQL's when none is configured."""
+    """The configured URL, or the embedded PostgreSQL's (created if need be) when none is."""
     return database_url or start(data_dir)

@@ -35,11 +35,11 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
-from app.db import libpq_url
-from app.errors import LeaseqError, Unavailable
-from app.model import Lease
+from app.pg import libpq_url
 from app.queue import Queue
 from app.sql import NOTIFY_CHANNEL
+from leaseq.errors import LeaseqError, Unavailable
+from leaseq.model import Lease
 
 log = logging.getLogger("leaseq.listener")
 

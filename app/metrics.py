@@ -36,7 +36,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from app.model import AllCounts, Counts
+from leaseq.model import FINAL_STATUSES, STATUSES, AllCounts, Counts, SweepResult
 
 __all__ = [
     "AUTOVACUUM",
@@ -52,13 +52,14 @@ __all__ = [
     "SWEEPS",
     "SWEPT",
     "WAITERS",
+    "count_sweep",
     "render",
 ]
 
+# Read by prometheus-client in every process; `leaseq serve --workers N` sets it (app.serve).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_SESSIONS = 50
 OTHER_SESSIONS = "_other"
-STATUSES = ("queued", "leased", "done", "failed", "cached")
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 if not os.environ.get(MULTIPROC_ENV):
@@ -121,12 +122,19 @@ REQUEST_LATENCY = Histogram(
 
 for _operation in ("renew", "complete", "release"):
     LOST_LEASES.labels(_operation)
-for _status in ("done", "failed", "cached"):
+for _status in FINAL_STATUSES:
     COMPLETIONS.labels(_status)
 for _outcome in ("requeued", "failed"):
     SWEPT.labels(_outcome)
 for _state in ("checked_out", "size"):
     POOL.labels(_state)
+
+
+def count_sweep(result: SweepResult, trigger: str) -> None:
+    """Count one sweep (boot, background, api) and the leases it requeued or failed."""
+    SWEEPS.labels(trigger).inc()
+    SWEPT.labels("requeued").inc(result.requeued)
+    SWEPT.labels("failed").inc(result.failed)
 
 
 def leads_family(stats: AllCounts, max_sessions: int = MAX_SESSIONS) -> GaugeMetricFamily:

@@ -1,19 +1,20 @@
-"""Schema migrations: Alembic, driven from code.
+"""Schema migrations: Alembic, driven from code (synchronous SQLAlchemy, as Alembic is).
 
-Used by ``leaseq db upgrade``, ``leaseq serve --migrate`` and the tests.
+Used by ``leaseq db upgrade``, ``leaseq serve --migrate`` (and its checks) and
+the tests. The head revision is read from the scripts once per process.
 """
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, pool, text
 from sqlalchemy.exc import ProgrammingError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db import sqlalchemy_url
 
@@ -43,29 +44,34 @@ def downgrade(url: str, revision: str = "base") -> None:
     command.downgrade(alembic_config(url), revision)
 
 
+@functools.cache
+def scripts() -> ScriptDirectory:
+    """The migration scripts, read once."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
+@functools.cache
 def head() -> str:
     """The newest revision this code knows."""
-    revision = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    revision = scripts().get_current_head()
     assert revision is not None
     return revision
 
 
-def current(url: str) -> str | None:
-    """The revision the database is at (None when unmigrated)."""
-    engine = create_engine(sqlalchemy_url(url))
+def known(revision: str) -> bool:
+    """Whether ``revision`` is one of this code's migrations."""
+    return any(script.revision == revision for script in scripts().walk_revisions())
+
+
+def current(url: str, connect_timeout_s: int | None = None) -> str | None:
+    """The revision the database is at (None when unmigrated). Raises when unreachable."""
+    connect_args = {} if connect_timeout_s is None else {"connect_timeout": connect_timeout_s}
+    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool, connect_args=connect_args)
     try:
         with engine.connect() as conn:
-            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            return None if revision is None else str(revision)
     except ProgrammingError:
         return None
     finally:
         engine.dispose()
-
-
-async def is_at_head(conn: AsyncConnection) -> bool:
-    """True when the schema is at the newest revision (readyz)."""
-    try:
-        found = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-    except ProgrammingError:
-        return False
-    return found == head()

@@ -23,26 +23,21 @@ Knows nothing of HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar, cast
-
-import psycopg
-from psycopg.rows import dict_row
-from sqlalchemy import TextClause
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import greenlet_spawn
+from typing import Any
 
 from app import sql, validation
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.errors import Conflict, LeaseLost, NotFound, Unavailable
-from app.model import (
+from app.pg import Connection, Database, Row, execute
+from leaseq.errors import Conflict, LeaseLost, NotFound
+from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
+from leaseq.model import (
     AllCounts,
     CompleteItem,
     Counts,
+    FinalStatus,
     ItemResult,
     Lead,
     Lease,
@@ -55,8 +50,6 @@ from app.model import (
 SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
-T = TypeVar("T")
-Driver = psycopg.AsyncConnection[Any]
 
 
 def new_token() -> str:
@@ -64,137 +57,34 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _unavailable(exc: sa_exc.SQLAlchemyError) -> Unavailable | None:
-    """The Unavailable an error of the engine (pool, connect, statement) means, if any."""
-    if isinstance(exc, sa_exc.TimeoutError):
-        return Unavailable("no database connection free; try again shortly")
-    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or (
-        isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
-    ):  # a lost connection, whatever its error class
-        return Unavailable(f"database unavailable: {type(exc.orig).__name__}")
-    return None
-
-
 def _lead(row: Mapping[str, Any]) -> Lead:
     return Lead(**{name: row[name] for name in Lead.__slots__})
 
 
 class Queue:
-    """The lease queue over one PostgreSQL database."""
+    """The lease queue over one PostgreSQL database (``app.pg.Database``).
+
+    Every statement goes through the database's one error mapping and
+    cancellation shield: an outage or an exhausted pool is Unavailable.
+    """
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        db: Database,
         *,
         ledger: bool = True,
         default_ttl_s: float = DEFAULT_LEASE_TTL_S,
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
-        self.engine = engine
-        self._sql: dict[TextClause, str] = {}
-        self._in_flight: set[asyncio.Future[Any]] = set()
+        self.db = db
         self.ledger = ledger
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
 
-    async def with_connection(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run ``work`` on a pooled connection, shielded from the caller's cancellation.
-
-        A caller cancelled mid-statement (a client that hung up, a shutdown) must
-        not strand a connection outside the pool: the statement runs to its end in
-        a task of its own and the connection goes back; only the caller stops
-        waiting. An outage or an exhausted pool becomes Unavailable.
-        """
-        return await self._shielded(self._on_connection(work))
-
-    async def _shielded(self, work: Awaitable[T]) -> T:
-        task = asyncio.ensure_future(work)
-        self._in_flight.add(task)
-        task.add_done_callback(self._finished)
-        return await asyncio.shield(task)
-
-    def _finished(self, task: asyncio.Future[Any]) -> None:
-        self._in_flight.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log an abandoned task's error
-
-    async def drain(self, timeout_s: float = 5.0) -> None:
-        """Wait, at most ``timeout_s``, for statements whose callers stopped waiting.
-
-        Call before disposing of the engine, so no connection is closed mid-statement.
-        """
-        if self._in_flight:
-            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
-
-    async def _on_connection(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        try:
-            async with self.engine.connect() as conn:
-                return await work(conn)
-        except sa_exc.SQLAlchemyError as exc:
-            if (unavailable := _unavailable(exc)) is None:
-                raise
-            raise unavailable from exc
-
-    async def _on_driver(self, work: Callable[[Driver], Awaitable[T]]) -> T:
-        """Run ``work`` on the psycopg connection of a pooled connection.
-
-        The queue's own statements skip SQLAlchemy's Connection: its per-execute
-        work and its checkout cost more client CPU than psycopg's own (about
-        half a millisecond per operation here). The pool stays SQLAlchemy's, so
-        its size, timeout, recycling and the engine's connect arguments (such as
-        psycopg's ``prepare_threshold``) apply unchanged. A connection found
-        broken is invalidated, never given back to the pool.
-        """
-        try:
-            pooled = await self.engine.raw_connection()
-        except sa_exc.SQLAlchemyError as exc:
-            if (unavailable := _unavailable(exc)) is None:
-                raise
-            raise unavailable from exc
-        except psycopg.Error as exc:  # a failed connect reaches here unwrapped
-            raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
-        try:
-            driver = cast(Driver, pooled.driver_connection)
-            try:
-                return await work(driver)
-            except psycopg.Error as exc:
-                broken = driver.broken or driver.closed
-                if broken:
-                    await greenlet_spawn(pooled.invalidate, exc)
-                if broken or isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-                    raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
-                raise
-        finally:
-            await greenlet_spawn(pooled.close)
-
-    def _compiled(self, stmt: TextClause) -> str:
-        """The statement in the driver's parameter style, compiled once per queue."""
-        found = self._sql.get(stmt)
-        if found is None:
-            found = self._sql[stmt] = str(stmt.compile(dialect=self.engine.dialect))
-        return found
-
-    async def _execute(
-        self, driver: Driver, stmt: TextClause, params: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        """Run one statement; its rows as dicts.
-
-        Compiled once to psycopg's parameter style, the statement goes straight
-        to the driver, which prepares it after the connection's
-        ``prepare_threshold`` uses, whatever the engine set that to (``None``:
-        never, as behind PgBouncer in transaction mode).
-        """
-        async with driver.cursor(row_factory=dict_row) as cursor:
-            await cursor.execute(self._compiled(stmt), params)
-            return await cursor.fetchall()
-
-    async def _rows(self, stmt: TextClause, params: dict[str, Any]) -> list[Mapping[str, Any]]:
-        async def fetch(driver: Driver) -> list[Mapping[str, Any]]:
-            return list(await self._execute(driver, stmt, params))
-
-        return await self._shielded(self._on_driver(fetch))
+    async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
+        return await self.db.rows(query, params)
 
     # -- producers ---------------------------------------------------------
 
@@ -230,17 +120,17 @@ class Queue:
             "delays": [float(lead.delay_s) for lead in rows],
         }
 
-        async def insert(driver: Driver) -> tuple[list[dict[str, Any]], dict[str, int]]:
-            inserted = await self._execute(driver, sql.push(self.ledger), params)
+        async def insert(conn: Connection) -> tuple[list[Row], dict[str, int]]:
+            inserted = await execute(conn, sql.push(self.ledger), params)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
-                found = await self._execute(
-                    driver, sql.existing_keys(), {"session": session, "keys": missing}
+                found = await execute(
+                    conn, sql.existing_keys(), {"session": session, "keys": missing}
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
             return inserted, id_by_key
 
-        inserted, id_by_key = await self._shielded(self._on_driver(insert))
+        inserted, id_by_key = await self.db.run(insert)
         new_keys = {row["key"] for row in inserted if row["key"] is not None}
         # Inserted rows got ascending ids in input order (drawn so by sql.push).
         fresh = iter(row["id"] for row in inserted)
@@ -258,13 +148,13 @@ class Queue:
     def _check_new_lead(self, i: int, lead: NewLead) -> str:
         """Validate one lead to push; returns its payload as JSON text."""
         field = f"leads[{i}]"
-        validation.integer(f"{field}.priority", lead.priority, low=-(2**31), high=2**31 - 1)
-        validation.text(f"{field}.key", lead.key, max_chars=validation.MAX_KEY_CHARS, optional=True)
-        validation.integer(f"{field}.depth", lead.depth, low=0, high=validation.INT32_MAX)
+        validation.integer(f"{field}.priority", lead.priority, low=-INT32_MAX - 1, high=INT32_MAX)
+        validation.text(f"{field}.key", lead.key, max_chars=MAX_KEY_CHARS, optional=True)
+        validation.integer(f"{field}.depth", lead.depth, low=0, high=INT32_MAX)
         if lead.parent_id is not None:
             validation.lead_id(lead.parent_id, f"{field}.parent_id")
         if lead.max_attempts is not None:
-            validation.integer(f"{field}.max_attempts", lead.max_attempts, low=1, high=10_000)
+            validation.integer(f"{field}.max_attempts", lead.max_attempts, low=1, high=MAX_ATTEMPTS)
         validation.delay(lead.delay_s, f"{field}.delay_s")
         return validation.payload(
             lead.payload, f"{field}.payload", max_bytes=self.max_payload_bytes
@@ -344,14 +234,14 @@ class Queue:
         self,
         lead_id: int,
         token: str,
-        status: str = "done",
+        status: FinalStatus = "done",
         result: Any = None,
         error: str | None = None,
         *,
         now: datetime | None = None,
     ) -> Lead:
         """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
-        item = CompleteItem(lead_id, token, status, result, error)  # type: ignore[arg-type]
+        item = CompleteItem(lead_id, token, status, result, error)
         leads = await self._complete([item], now, batch=False)
         lead = next(iter(leads.values()), None)
         if lead is None:
@@ -382,9 +272,7 @@ class Queue:
             validation.lead_id(item.lead_id)
             validation.token(item.token)
             validation.final_status(item.status)
-            validation.text(
-                "error", item.error, max_chars=validation.MAX_ERROR_CHARS, optional=True
-            )
+            validation.text("error", item.error, max_chars=MAX_ERROR_CHARS, optional=True)
         params = {
             "ids": [item.lead_id for item in items],
             "tokens": [item.token for item in items],
@@ -429,9 +317,7 @@ class Queue:
         """Requeue expired leases in every session: boot recovery and the background sweeper."""
         return await self._sweep(sql.sweep(self.ledger, scoped=False), {}, now)
 
-    async def _sweep(
-        self, stmt: TextClause, params: dict[str, Any], now: datetime | None
-    ) -> SweepResult:
+    async def _sweep(self, stmt: str, params: dict[str, Any], now: datetime | None) -> SweepResult:
         """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
         requeued = failed = 0
         while True:
@@ -484,7 +370,7 @@ class Queue:
         return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
 
     async def _operator(
-        self, stmt: TextClause, lead_id: int, now: datetime | None, verb: str, why: str
+        self, stmt: str, lead_id: int, now: datetime | None, verb: str, why: str
     ) -> Lead:
         validation.lead_id(lead_id)
         rows = await self._rows(stmt, {"lead_id": lead_id, "now": now})

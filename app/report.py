@@ -20,20 +20,16 @@ happened, not from the leads' current state:
 * ``owners``: per worker name, the leases it was handed, the completions it
   wrote and its wasted attempts, by owner name.
 
-All zero when the ledger is off (``Settings.ledger``). Knows nothing of HTTP.
+All zero when the ledger is off (``Settings.ledger``). The statements are
+``app.sql``'s. Knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import cache
-from typing import Any, cast
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from app import validation
+from app import sql, validation
+from app.pg import Connection, Row, execute
 from app.queue import Queue
 
 
@@ -75,116 +71,18 @@ class Report:
 COUNTERS = tuple(f.name for f in fields(Report) if f.type in (int, "int"))
 
 
-@cache
-def session_report() -> TextClause:
-    """One pass over a session's events (index ``lead_events_session_lead``)."""
-    return text("""
-WITH ev AS (
-    SELECT id, lead_id, event, attempt, at, expires_at FROM lead_events WHERE session = :session
-),
--- One row per lease: a lead's attempt number is handed out once.
-leases AS (
-    SELECT lead_id, attempt, min(at) AS leased_at
-    FROM ev WHERE event = 'leased' GROUP BY lead_id, attempt
-),
--- When each lease stopped being valid. An expiry ends it at the expiry the
--- sweeper found (renewals included), not at the sweep.
-ends AS (
-    SELECT lead_id, attempt,
-           min(CASE WHEN event = 'expired' THEN coalesce(expires_at, at) ELSE at END) AS ended_at,
-           bool_or(event = 'completed') AS completed
-    FROM ev WHERE event IN ('completed', 'released', 'cancelled', 'expired')
-    GROUP BY lead_id, attempt
-),
-spans AS (
-    SELECT l.lead_id, l.attempt, l.leased_at, e.ended_at, coalesce(e.completed, false) AS completed,
-           lead(l.leased_at) OVER (PARTITION BY l.lead_id ORDER BY l.attempt) AS next_leased_at
-    FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
-),
--- Completions counted per lead between an operator's retries: failed, retried
--- and completed again is a dead-letter replay (SPEC invariant 4), not a double.
-epochs AS (
-    SELECT lead_id, event,
-           count(*) FILTER (WHERE event = 'retried')
-               OVER (PARTITION BY lead_id ORDER BY id) AS epoch
-    FROM ev
-),
-completions AS (
-    SELECT lead_id, epoch, count(*) AS n FROM epochs WHERE event = 'completed'
-    GROUP BY lead_id, epoch
-)
-SELECT
-    (SELECT count(DISTINCT lead_id) FROM ev) AS leads,
-    (SELECT count(*) FROM ev WHERE event = 'pushed') AS pushed,
-    (SELECT count(*) FROM spans) AS leases,
-    (SELECT count(DISTINCT lead_id) FROM completions) AS completed,
-    (SELECT coalesce(sum(n), 0) FROM completions) AS completions,
-    (SELECT count(DISTINCT lead_id) FROM completions WHERE n > 1) AS double_completions,
-    (SELECT count(*) FROM spans
-     WHERE next_leased_at IS NOT NULL AND (ended_at IS NULL OR next_leased_at < ended_at))
-        AS overlapping_leases,
-    (SELECT count(*) FROM spans WHERE ended_at IS NOT NULL AND NOT completed) AS wasted_attempts,
-    (SELECT count(*) FROM ev WHERE event = 'expired') AS expired,
-    (SELECT count(*) FROM ev WHERE event = 'released') AS released,
-    (SELECT count(*) FROM ev WHERE event = 'cancelled') AS cancelled,
-    (SELECT count(*) FROM ev WHERE event = 'retried') AS retried
-""")
-
-
-@cache
-def attempts_per_lead() -> TextClause:
-    """Leads by the number of leases they took (a lead never leased: 0)."""
-    return text("""
-SELECT leases, count(*) AS leads FROM (
-    SELECT lead_id, count(DISTINCT attempt) FILTER (WHERE event = 'leased') AS leases
-    FROM lead_events WHERE session = :session GROUP BY lead_id
-) AS per_lead
-GROUP BY leases ORDER BY leases
-""")
-
-
-@cache
-def owners() -> TextClause:
-    """Per owner: leases handed out, completions written, leases that ended without one."""
-    return text("""
-WITH ev AS (
-    SELECT lead_id, event, attempt, owner FROM lead_events WHERE session = :session
-),
-leases AS (
-    SELECT lead_id, attempt, min(owner) AS owner FROM ev WHERE event = 'leased'
-    GROUP BY lead_id, attempt
-),
-ends AS (
-    SELECT lead_id, attempt, bool_or(event = 'completed') AS completed
-    FROM ev WHERE event IN ('completed', 'released', 'cancelled', 'expired')
-    GROUP BY lead_id, attempt
-),
-tally AS (
-    SELECT l.owner, 1 AS leases, 0 AS completions,
-           CASE WHEN e.lead_id IS NOT NULL AND NOT e.completed THEN 1 ELSE 0 END AS wasted
-    FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
-    UNION ALL
-    SELECT owner, 0, 1, 0 FROM ev WHERE event = 'completed'
-)
-SELECT coalesce(owner, '') AS owner, sum(leases) AS leases, sum(completions) AS completions,
-       sum(wasted) AS wasted
-FROM tally GROUP BY 1 ORDER BY 1
-""")
-
-
 async def report(queue: Queue, session: str) -> Report:
     """The ledger's audit of ``session`` (all zero for an unknown one). Raises InvalidInput."""
     validation.session(session)
     params = {"session": session}
 
-    async def read(conn: AsyncConnection) -> list[list[Mapping[str, Any]]]:
+    async def read(conn: Connection) -> list[list[Row]]:
         return [
-            [cast(Mapping[str, Any], row._mapping) for row in await conn.execute(stmt, params)]
-            for stmt in (session_report(), attempts_per_lead(), owners())
+            await execute(conn, statement, params)
+            for statement in (sql.session_report(), sql.attempts_per_lead(), sql.owners())
         ]
 
-    # Through the queue's connection handling, so an outage is Unavailable here too.
-    [[row], histogram, by_owner] = await queue.with_connection(read)
+    [[row], histogram, by_owner] = await queue.db.run(read)
     return Report(
         **{name: int(row[name]) for name in COUNTERS},
         attempts_per_lead={int(r["leases"]): int(r["leads"]) for r in histogram},

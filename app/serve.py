@@ -31,19 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import uvicorn
-from alembic.script import ScriptDirectory
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import SQLAlchemyError
 
 from app import embedded, migrate
 from app.config import Settings
-from app.db import libpq_url
+from app.metrics import MULTIPROC_ENV
+from app.pg import redacted
 
 APP_FACTORY = "app.api.app:create_app"
-# Read by prometheus-client in every worker process (app.metrics).
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # Longer than the idle timeout of common load balancers (60 s), so the balancer,
 # not the service, closes idle connections: no 502 from reusing a closing one.
@@ -84,24 +80,15 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
-def shown(url: str) -> str:
-    """A database URL fit to print: the password hidden."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "<unparsable URL>"
-
-
 def check_database_url(url: str) -> None:
     """Raise ServeError unless ``url`` is a PostgreSQL URL."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
+    scheme, sep, _ = url.partition("://")
+    if not sep or not scheme.replace("+", "").isalnum():
         raise ServeError(
             "--database-url is not a URL; expected postgresql://user:password@host:5432/dbname"
-        ) from None
-    if parsed.get_backend_name() not in ("postgres", "postgresql"):
-        raise ServeError(f"--database-url must be a postgresql:// URL, not {parsed.drivername}://")
+        )
+    if scheme.partition("+")[0].lower() not in ("postgres", "postgresql"):
+        raise ServeError(f"--database-url must be a postgresql:// URL, not {scheme}://")
 
 
 def check_listen_address(host: str, port: int) -> None:
@@ -125,16 +112,10 @@ def check_listen_address(host: str, port: int) -> None:
 def schema_revision(url: str, connect_timeout_s: int) -> str | None:
     """The Alembic revision of the database, None when it has no schema. Raises ServeError."""
     try:
-        with psycopg.connect(
-            libpq_url(url), connect_timeout=connect_timeout_s, autocommit=True
-        ) as conn:
-            try:
-                row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-            except psycopg.errors.UndefinedTable:
-                return None
-    except psycopg.Error as exc:
-        raise ServeError(f"cannot reach the database at {shown(url)}: {first_line(exc)}") from None
-    return None if row is None else str(row[0])
+        return migrate.current(url, connect_timeout_s)
+    except SQLAlchemyError as exc:
+        reason = first_line(getattr(exc, "orig", None) or exc)
+        raise ServeError(f"cannot reach the database at {redacted(url)}: {reason}") from None
 
 
 def check_schema(url: str, revision: str | None) -> None:
@@ -142,19 +123,15 @@ def check_schema(url: str, revision: str | None) -> None:
     head = migrate.head()
     if revision == head:
         return
-    known = {
-        script.revision
-        for script in ScriptDirectory.from_config(migrate.alembic_config()).walk_revisions()
-    }
     upgrade = "run `leaseq db upgrade` with the same --database-url, or serve with --migrate"
     if revision is None:
         why = "has no leaseq schema"
-    elif revision in known:
+    elif migrate.known(revision):
         why = f"schema is outdated ({revision}, this leaseq needs {head})"
     else:
         why = f"schema {revision} is newer than this leaseq knows (head {head})"
         upgrade = "upgrade leaseq to the version that migrated it"
-    raise ServeError(f"the database at {shown(url)} {why}; {upgrade}", EXIT_SCHEMA)
+    raise ServeError(f"the database at {redacted(url)} {why}; {upgrade}", EXIT_SCHEMA)
 
 
 def migration_url(settings: Settings) -> str:
@@ -180,7 +157,7 @@ def upgrade_schema(url: str) -> None:
     try:
         migrate.upgrade(url)
     except Exception as exc:  # one line, not a traceback
-        raise ServeError(f"migrating {shown(url)} failed: {first_line(exc)}") from None
+        raise ServeError(f"migrating {redacted(url)} failed: {first_line(exc)}") from None
 
 
 def start_embedded(data_dir: Path) -> str:

@@ -8,22 +8,35 @@ Rules that hold for every statement here:
   status, token and expiry against the database clock — never by reading first
   and writing after. "No row matched" is how a lost lease shows.
 * ``NOW`` is the database clock, or an injected instant in tests
-  (``coalesce(:now, now())``, as River does). Inside one statement ``now()`` is
-  constant, so a statement reaches one verdict.
+  (``coalesce(%(now)s, now())``, as River does). Inside one statement ``now()``
+  is constant, so a statement reaches one verdict.
 * No SQL is built from input: only constants are interpolated; values are
-  bound parameters.
+  bound parameters, written ``%(name)s`` as psycopg takes them (a literal
+  ``%`` is ``%%``). Nothing is compiled: the text here is what PostgreSQL gets.
 
-Knows nothing of HTTP; does not import ``app.queue``.
+Knows nothing of HTTP; imports nothing of ``app`` but the model's statuses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cache
 
-from sqlalchemy import TextClause, text
+from leaseq.model import FINAL_STATUSES
 
-NOW = "coalesce(CAST(:now AS timestamptz), now())"
+NOW = "coalesce(%(now)s::timestamptz, now())"
 NOTIFY_CHANNEL = "leaseq_queued"
+# The events that end an attempt: the dashboard's throughput counts them, and
+# index lead_events_outcomes_at (app.db) covers exactly them.
+OUTCOME_EVENTS = ("completed", "expired", "released")
+
+
+def in_list(values: Iterable[str]) -> str:
+    """Constants as an SQL list: ``('a', 'b')``. Only for this module's own constants."""
+    return f"({', '.join(repr(value) for value in values)})"
+
+
+TERMINAL = in_list(FINAL_STATUSES)
 
 LEAD_COLUMNS = (
     "id, session, priority, payload, key, depth, parent_id, status, owner, attempts, "
@@ -45,7 +58,7 @@ ledger AS (
 
 
 @cache
-def push(ledger: bool) -> TextClause:
+def push(ledger: bool) -> str:
     """Insert a batch; keys already in the session are skipped (ON CONFLICT DO NOTHING).
 
     Ids are drawn in input order, so they ascend in that order; the caller maps
@@ -53,12 +66,12 @@ def push(ledger: bool) -> TextClause:
     order: an insert waits for a concurrent one of the same key, so two pushes
     taking shared keys in different orders would wait on each other (deadlock).
     """
-    return text(f"""
+    return f"""
 WITH input AS (
     SELECT * FROM unnest(
-        CAST(:priorities AS int[]), CAST(:payloads AS text[]), CAST(:keys AS text[]),
-        CAST(:depths AS int[]), CAST(:parent_ids AS bigint[]), CAST(:max_attempts AS int[]),
-        CAST(:delays AS float8[])
+        %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
+        %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
+        %(delays)s::float8[]
     ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
 ),
 numbered AS (
@@ -69,41 +82,39 @@ inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, created_at, updated_at)
     OVERRIDING SYSTEM VALUE
-    SELECT id, :session, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
+    SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {NOW} + make_interval(secs => delay_s), {NOW}, {NOW}
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner
 ){_ledger("inserted", "pushed", enabled=ledger)}
 -- The uncorrelated subquery runs once, and only when something was inserted.
-SELECT id, key, (SELECT pg_notify('{NOTIFY_CHANNEL}', :session)) AS notified
+SELECT id, key, (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s)) AS notified
 FROM inserted ORDER BY id
-""")
+"""
 
 
 @cache
-def existing_keys() -> TextClause:
+def existing_keys() -> str:
     """Ids of keys already present in a session (the duplicates of a push)."""
-    return text(
-        "SELECT key, id FROM leads WHERE session = :session AND key = ANY(CAST(:keys AS text[]))"
-    )
+    return "SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[])"
 
 
 @cache
-def lease_next(ledger: bool) -> TextClause:
-    """Lease up to :max available leads of a session, highest priority then oldest first.
+def lease_next(ledger: bool) -> str:
+    """Lease up to ``max`` available leads of a session, highest priority then oldest first.
 
     The ids are chosen in a CTE, which PostgreSQL evaluates exactly once, then
     updated — never ``WHERE id IN (SELECT … LIMIT n)``, which the planner may
     re-run and so update more than n rows (PostgreSQL bug #15715). The CTE's
     WHERE and ORDER BY match the partial index ``leads_queued``.
     """
-    return text(f"""
+    return f"""
 WITH picked AS (
     SELECT id FROM leads
-    WHERE session = :session AND status = 'queued' AND available_at <= {NOW}
+    WHERE session = %(session)s AND status = 'queued' AND available_at <= {NOW}
     ORDER BY priority DESC, id
-    LIMIT :max
+    LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 numbered AS (
@@ -111,28 +122,28 @@ numbered AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = :owner, lease_token = (CAST(:tokens AS text[]))[numbered.n],
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
         attempts = l.attempts + 1,
-        lease_expires_at = {NOW} + make_interval(secs => CAST(:ttl_s AS float8)),
+        lease_expires_at = {NOW} + make_interval(secs => %(ttl_s)s::float8),
         updated_at = {NOW}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
-    WHERE l.id = numbered.id AND l.session = :session
+    WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 ){_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id
-""")
+"""
 
 
 _VALID_LEASE = f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > {NOW}"
 
 
 @cache
-def renew_many() -> TextClause:
+def renew_many() -> str:
     """Extend each valid lease of the batch; the rows returned are the ones that were valid."""
-    return text(f"""
+    return f"""
 WITH req AS (
-    SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:ttls AS float8[]))
+    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[])
         AS r(lead_id, token, ttl_s)
 )
 UPDATE leads AS l
@@ -140,11 +151,11 @@ SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {N
 FROM req
 WHERE l.id = req.lead_id AND {_VALID_LEASE}
 RETURNING l.id, req.token, l.lease_expires_at
-""")
+"""
 
 
 @cache
-def complete_many(ledger: bool, *, lean: bool = False) -> TextClause:
+def complete_many(ledger: bool, *, lean: bool = False) -> str:
     """Finish each valid lease of the batch with its status; returns the leads that finished.
 
     A lease given twice in one batch counts once, at its first item (``item``,
@@ -153,11 +164,11 @@ def complete_many(ledger: bool, *, lean: bool = False) -> TextClause:
     less time per batch of 100 than reading every column back).
     """
     columns = "item" if lean else f"{LEAD_COLUMNS}, item"
-    return text(f"""
+    return f"""
 WITH req AS (
     SELECT DISTINCT ON (lead_id, token) * FROM unnest(
-        CAST(:ids AS bigint[]), CAST(:tokens AS text[]), CAST(:statuses AS text[]),
-        CAST(:results AS text[]), CAST(:errors AS text[])
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
     ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
     ORDER BY lead_id, token, ord
 ),
@@ -170,43 +181,43 @@ completed AS (
     RETURNING l.*, req.ord - 1 AS item
 ){_ledger("completed", "completed", enabled=ledger)}
 SELECT {columns} FROM completed
-""")
+"""
 
 
 @cache
-def release(ledger: bool) -> TextClause:
-    """Give a valid lease back: queued again after :delay_s, the attempt already counted."""
-    return text(f"""
-WITH req AS (SELECT CAST(:lead_id AS bigint) AS lead_id, CAST(:token AS text) AS token),
+def release(ledger: bool) -> str:
+    """Give a valid lease back: queued again after ``delay_s``, the attempt already counted."""
+    return f"""
+WITH req AS (SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token),
 released AS (
     UPDATE leads AS l
     SET status = 'queued', lease_token = NULL, lease_expires_at = NULL,
-        available_at = {NOW} + make_interval(secs => CAST(:delay_s AS float8)), updated_at = {NOW}
+        available_at = {NOW} + make_interval(secs => %(delay_s)s::float8), updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*
 ){_ledger("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notified FROM released
-""")
+"""
 
 
 @cache
-def sweep(ledger: bool, *, scoped: bool) -> TextClause:
-    """Requeue up to :limit expired leases (one session's when scoped); fail them at max_attempts.
+def sweep(ledger: bool, *, scoped: bool) -> str:
+    """Requeue up to ``limit`` expired leases (one session's when scoped); at max_attempts, fail.
 
     SKIP LOCKED: a lease whose row a completion holds is left to that
     completion; the UPDATE re-checks status and expiry so a lease completed
     just before is never moved back (River #1302).
     """
-    session_filter = "AND session = :session" if scoped else ""
+    session_filter = "AND session = %(session)s" if scoped else ""
     # The session routes the UPDATE to one partition or shard too (docs/scaling.md).
-    update_filter = "AND l.session = :session" if scoped else ""
-    return text(f"""
+    update_filter = "AND l.session = %(session)s" if scoped else ""
+    return f"""
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
     WHERE status = 'leased' AND lease_expires_at <= {NOW} {session_filter}
     ORDER BY lease_expires_at
-    LIMIT :limit
+    LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
 swept AS (
@@ -227,65 +238,62 @@ SELECT
     (SELECT count(pg_notify('{NOTIFY_CHANNEL}', s.session))
      FROM (SELECT DISTINCT session FROM swept WHERE status = 'queued') AS s) AS notified
 FROM swept
-""")
+"""
 
 
 @cache
-def cancel(ledger: bool) -> TextClause:
+def cancel(ledger: bool) -> str:
     """An operator fails a queued or leased lead; its holder's next renew or complete loses."""
-    return text(f"""
+    return f"""
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
         updated_at = {NOW}
-    WHERE id = :lead_id AND status IN ('queued', 'leased')
+    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ){_ledger("cancelled", "cancelled", enabled=ledger)}
 SELECT {LEAD_COLUMNS} FROM cancelled
-""")
+"""
 
 
 @cache
-def retry(ledger: bool) -> TextClause:
+def retry(ledger: bool) -> str:
     """Dead-letter replay: a failed lead is queued again with room for one more attempt.
 
     ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
     raised when needed so the replayed lead gets its attempt.
     """
-    return text(f"""
+    return f"""
 WITH retried AS (
     UPDATE leads
     SET status = 'queued', error = NULL, result = NULL, available_at = {NOW},
         max_attempts = greatest(max_attempts, attempts + 1), updated_at = {NOW}
-    WHERE id = :lead_id AND status = 'failed'
+    WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ){_ledger("retried", "retried", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notified FROM retried
-""")
-
-
-TERMINAL_STATUSES = "('done', 'failed', 'cached')"
+"""
 
 
 @cache
-def prune(*, scoped: bool) -> TextClause:
-    """Delete up to :limit terminal leads last changed before now - :older_than_s, and their events.
+def prune(*, scoped: bool) -> str:
+    """Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
 
     Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
     (an operator's retry) for a later batch, so pruning never waits on a lock
-    and holds at most :limit row locks. Queued and leased leads never match.
+    and holds at most ``limit`` row locks. Queued and leased leads never match.
     The predicate and order are those of index ``leads_terminal_updated``: a
     batch reads the oldest terminal leads, never the live ones.
     """
-    session_filter = "AND session = :session" if scoped else ""
-    return text(f"""
+    session_filter = "AND session = %(session)s" if scoped else ""
+    return f"""
 WITH doomed AS (
     SELECT id FROM leads
-    WHERE status IN {TERMINAL_STATUSES}
-      AND updated_at < {NOW} - make_interval(secs => CAST(:older_than_s AS float8))
+    WHERE status IN {TERMINAL}
+      AND updated_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
       {session_filter}
     ORDER BY updated_at
-    LIMIT :limit
+    LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),
 events AS (
@@ -295,34 +303,194 @@ pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
 )
 SELECT count(*) AS pruned FROM pruned
-""")
+"""
 
 
 @cache
-def get() -> TextClause:
+def get() -> str:
     """One lead by id."""
-    return text(f"SELECT {LEAD_COLUMNS} FROM leads WHERE id = :lead_id")
+    return f"SELECT {LEAD_COLUMNS} FROM leads WHERE id = %(lead_id)s"
 
 
 @cache
-def stats() -> TextClause:
+def stats() -> str:
     """Lead counts by status in one session."""
-    return text("SELECT status, count(*) AS n FROM leads WHERE session = :session GROUP BY status")
+    return "SELECT status, count(*) AS n FROM leads WHERE session = %(session)s GROUP BY status"
 
 
 @cache
-def stats_all() -> TextClause:
+def stats_all() -> str:
     """Lead counts by session and status."""
-    return text("SELECT session, status, count(*) AS n FROM leads GROUP BY session, status")
+    return "SELECT session, status, count(*) AS n FROM leads GROUP BY session, status"
 
 
 @cache
-def db_now() -> TextClause:
+def db_now() -> str:
     """The database clock."""
-    return text("SELECT now() AS now")
+    return "SELECT now() AS now"
 
 
 @cache
-def autovacuum() -> TextClause:
+def autovacuum() -> str:
     """Whether the server runs autovacuum (``SHOW autovacuum``): the reclaimer of churned rows."""
-    return text("SELECT current_setting('autovacuum') = 'on' AS enabled")
+    return "SELECT current_setting('autovacuum') = 'on' AS enabled"
+
+
+@cache
+def schema_revision() -> str:
+    """The Alembic revision of the schema (raises UndefinedTable on a database without one)."""
+    return "SELECT version_num FROM alembic_version"
+
+
+# -- the session report (app.report): the ledger alone ---------------------------
+
+
+@cache
+def session_report() -> str:
+    """One pass over a session's events (index ``lead_events_session_lead``)."""
+    return """
+WITH ev AS (
+    SELECT id, lead_id, event, attempt, at, expires_at FROM lead_events WHERE session = %(session)s
+),
+-- One row per lease: a lead's attempt number is handed out once.
+leases AS (
+    SELECT lead_id, attempt, min(at) AS leased_at
+    FROM ev WHERE event = 'leased' GROUP BY lead_id, attempt
+),
+-- When each lease stopped being valid. An expiry ends it at the expiry the
+-- sweeper found (renewals included), not at the sweep.
+ends AS (
+    SELECT lead_id, attempt,
+           min(CASE WHEN event = 'expired' THEN coalesce(expires_at, at) ELSE at END) AS ended_at,
+           bool_or(event = 'completed') AS completed
+    FROM ev WHERE event IN ('completed', 'released', 'cancelled', 'expired')
+    GROUP BY lead_id, attempt
+),
+spans AS (
+    SELECT l.lead_id, l.attempt, l.leased_at, e.ended_at, coalesce(e.completed, false) AS completed,
+           lead(l.leased_at) OVER (PARTITION BY l.lead_id ORDER BY l.attempt) AS next_leased_at
+    FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
+),
+-- Completions counted per lead between an operator's retries: failed, retried
+-- and completed again is a dead-letter replay (SPEC invariant 4), not a double.
+epochs AS (
+    SELECT lead_id, event,
+           count(*) FILTER (WHERE event = 'retried')
+               OVER (PARTITION BY lead_id ORDER BY id) AS epoch
+    FROM ev
+),
+completions AS (
+    SELECT lead_id, epoch, count(*) AS n FROM epochs WHERE event = 'completed'
+    GROUP BY lead_id, epoch
+)
+SELECT
+    (SELECT count(DISTINCT lead_id) FROM ev) AS leads,
+    (SELECT count(*) FROM ev WHERE event = 'pushed') AS pushed,
+    (SELECT count(*) FROM spans) AS leases,
+    (SELECT count(DISTINCT lead_id) FROM completions) AS completed,
+    (SELECT coalesce(sum(n), 0) FROM completions) AS completions,
+    (SELECT count(DISTINCT lead_id) FROM completions WHERE n > 1) AS double_completions,
+    (SELECT count(*) FROM spans
+     WHERE next_leased_at IS NOT NULL AND (ended_at IS NULL OR next_leased_at < ended_at))
+        AS overlapping_leases,
+    (SELECT count(*) FROM spans WHERE ended_at IS NOT NULL AND NOT completed) AS wasted_attempts,
+    (SELECT count(*) FROM ev WHERE event = 'expired') AS expired,
+    (SELECT count(*) FROM ev WHERE event = 'released') AS released,
+    (SELECT count(*) FROM ev WHERE event = 'cancelled') AS cancelled,
+    (SELECT count(*) FROM ev WHERE event = 'retried') AS retried
+"""
+
+
+@cache
+def attempts_per_lead() -> str:
+    """Leads by the number of leases they took (a lead never leased: 0)."""
+    return """
+SELECT leases, count(*) AS leads FROM (
+    SELECT lead_id, count(DISTINCT attempt) FILTER (WHERE event = 'leased') AS leases
+    FROM lead_events WHERE session = %(session)s GROUP BY lead_id
+) AS per_lead
+GROUP BY leases ORDER BY leases
+"""
+
+
+@cache
+def owners() -> str:
+    """Per owner: leases handed out, completions written, leases that ended without one."""
+    return """
+WITH ev AS (
+    SELECT lead_id, event, attempt, owner FROM lead_events WHERE session = %(session)s
+),
+leases AS (
+    SELECT lead_id, attempt, min(owner) AS owner FROM ev WHERE event = 'leased'
+    GROUP BY lead_id, attempt
+),
+ends AS (
+    SELECT lead_id, attempt, bool_or(event = 'completed') AS completed
+    FROM ev WHERE event IN ('completed', 'released', 'cancelled', 'expired')
+    GROUP BY lead_id, attempt
+),
+tally AS (
+    SELECT l.owner, 1 AS leases, 0 AS completions,
+           CASE WHEN e.lead_id IS NOT NULL AND NOT e.completed THEN 1 ELSE 0 END AS wasted
+    FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
+    UNION ALL
+    SELECT owner, 0, 1, 0 FROM ev WHERE event = 'completed'
+)
+SELECT coalesce(owner, '') AS owner, sum(leases) AS leases, sum(completions) AS completions,
+       sum(wasted) AS wasted
+FROM tally GROUP BY 1 ORDER BY 1
+"""
+
+
+# -- the dashboard's overview (app.overview) ---------------------------------------
+
+
+@cache
+def oldest_queued() -> str:
+    """Seconds since the oldest leasable queued lead of each session became leasable."""
+    return """
+SELECT session, extract(epoch FROM now() - min(available_at)) AS age_s
+FROM leads WHERE status = 'queued' AND available_at <= now()
+GROUP BY session
+"""
+
+
+@cache
+def per_minute(window_minutes: int) -> str:
+    """Completions and wasted attempts (expired or released leases) per session and minute ago,
+    over the last ``window_minutes`` (the oldest minute gathers anything older in the window).
+
+    The event filter is the predicate of index ``lead_events_outcomes_at``, word for word.
+    """
+    minutes = int(window_minutes)
+    return f"""
+SELECT session,
+       least(floor(extract(epoch FROM now() - at) / 60), {minutes - 1})::int AS ago,
+       count(*) FILTER (WHERE event = 'completed') AS completed,
+       count(*) FILTER (WHERE event IN ('expired', 'released')) AS wasted
+FROM lead_events
+WHERE event IN {in_list(OUTCOME_EVENTS)}
+  AND at >= now() - interval '{minutes} minutes' AND at <= now()
+GROUP BY 1, 2
+"""
+
+
+@cache
+def expiring() -> str:
+    """The leases that end soonest (index ``leads_leased_expiry``)."""
+    return """
+SELECT id, session, owner, attempts,
+       extract(epoch FROM lease_expires_at - now()) AS expires_in_s
+FROM leads WHERE status = 'leased'
+ORDER BY lease_expires_at LIMIT %(limit)s
+"""
+
+
+@cache
+def failures() -> str:
+    """The most recently failed leads."""
+    return """
+SELECT id, session, owner, attempts, error, updated_at
+FROM leads WHERE status = 'failed'
+ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
+"""

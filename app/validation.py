@@ -1,6 +1,7 @@
-"""Checks on input to the queue.
+"""Checks on input to the queue, with the wire's limits (``leaseq.limits``).
 
 Each failure raises InvalidInput naming the field; nothing is written.
+Pure functions: no database, no HTTP.
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ import math
 import re
 from typing import Any
 
-from app.config import MAX_ITEM_BATCH, MAX_LEASE_BATCH, MAX_PUSH_BATCH, MAX_TTL_S, SESSION_PATTERN
-from app.errors import InvalidInput
-
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-MAX_KEY_CHARS = 512
-MAX_OWNER_CHARS = 200
-MAX_ERROR_CHARS = 65_536
-MAX_DELAY_S = 366 * 24 * 3600.0
-FINAL_STATUSES = ("done", "failed", "cached")
+from leaseq.errors import InvalidInput
+from leaseq.limits import (
+    INT64_MAX,
+    MAX_DELAY_S,
+    MAX_ITEM_BATCH,
+    MAX_LEASE_BATCH,
+    MAX_OWNER_CHARS,
+    MAX_PUSH_BATCH,
+    MAX_TOKEN_CHARS,
+    MAX_TTL_S,
+    SESSION_PATTERN,
+)
+from leaseq.model import FINAL_STATUSES
 
 _session_re = re.compile(SESSION_PATTERN)
 
@@ -79,7 +83,7 @@ def owner(value: Any) -> str:
 
 
 def token(value: Any) -> str:
-    result = text("token", value, max_chars=200)
+    result = text("token", value, max_chars=MAX_TOKEN_CHARS)
     assert result is not None
     return result
 

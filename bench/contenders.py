@@ -38,21 +38,20 @@ from typing import Any
 import httpx
 import psycopg
 
-from app import sql
 from app.config import Settings
-from app.db import create_engine, libpq_url
-from app.model import CompleteItem, NewLead
+from app.pg import Database, libpq_url
 from app.queue import Queue
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
 from bench.service import RawPoster, Service
+from leaseq.model import CompleteItem, NewLead
 
 PUSH_BATCH = 1000
 
 
 @dataclass(frozen=True)
 class Contender:
-    family: str  # ceiling, core, core-before, rest, pgqueuer, procrastinate
+    family: str  # ceiling, core, rest, pgqueuer, procrastinate
     batch: int
     ledger: bool | None = None  # core only
     servers: int | None = None  # rest only: uvicorn processes
@@ -85,8 +84,6 @@ class Contender:
 def all_contenders() -> list[Contender]:
     found = [Contender("ceiling", b) for b in (1, 10, 100)]
     found += [Contender("core", b, ledger=ledger) for ledger in (True, False) for b in (1, 100)]
-    # The core as it was before tuning, at the W of the targets: before and after in one run.
-    found += [Contender("core-before", b, ledger=True, only_workers=(4,)) for b in (1, 100)]
     found += [Contender("rest", b, servers=k) for k in (1, 2) for b in (1, 10)]
     found += [Contender("pgqueuer", b) for b in (1, 100)]
     found += [Contender("procrastinate", 1)]
@@ -237,8 +234,8 @@ async def ceiling_push(url: str, n: int) -> tuple[list[int], float, float]:
 # -- core: app.queue.Queue --------------------------------------------------------
 
 
-def _engine(url: str, pool_size: int) -> Any:
-    return create_engine(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
+def database(url: str, pool_size: int) -> Database:
+    return Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
 
 
 async def _core_loop(queue: Queue, owner: str, batch: int) -> WorkerReport:
@@ -264,45 +261,26 @@ async def _core_loop(queue: Queue, owner: str, batch: int) -> WorkerReport:
         report.complete_s.append(time.perf_counter() - leased)
 
 
-class BeforeQueue(Queue):
-    """The queue as it ran before tuning, for before/after figures in one run.
-
-    Every statement went through SQLAlchemy's ``AsyncConnection.execute``, and
-    ``complete_many`` read every column of the completed leads back.
-    """
-
-    async def _rows(self, stmt: Any, params: dict[str, Any]) -> list[Any]:
-        if stmt is sql.complete_many(self.ledger, lean=True):
-            stmt = sql.complete_many(self.ledger)
-
-        async def fetch(conn: Any) -> list[Any]:
-            result = await conn.execute(stmt, params)
-            return [row._mapping for row in result]
-
-        return await self.with_connection(fetch)
-
-
 async def core_worker(
     spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
 ) -> WorkerReport:
-    engine = _engine(spec["url"], tasks)
+    db = database(spec["url"], tasks)
     try:
-        kind = BeforeQueue if spec.get("before") else Queue
-        queue = kind(engine, ledger=spec["ledger"])
+        queue = Queue(db, ledger=spec["ledger"])
         await asyncio.gather(*(queue.db_now() for _ in range(tasks)))  # open the connections
         ready()
         reports = await asyncio.gather(
             *(_core_loop(queue, f"{name}t{i}", spec["batch"]) for i in range(tasks))
         )
     finally:
-        await engine.dispose()
+        await db.close()
     return merge(reports)
 
 
 async def core_push(url: str, n: int, ledger: bool) -> tuple[list[int], float, float]:
-    engine = _engine(url, 1)
+    db = database(url, 1)
     try:
-        queue = Queue(engine, ledger=ledger)
+        queue = Queue(db, ledger=ledger)
 
         async def push(lo: int, hi: int) -> list[int]:
             result = await queue.push(SESSION, [NewLead(payload={"n": i}) for i in range(lo, hi)])
@@ -310,7 +288,7 @@ async def core_push(url: str, n: int, ledger: bool) -> tuple[list[int], float, f
 
         return await push_in_two_ways(n, push)
     finally:
-        await engine.dispose()
+        await db.close()
 
 
 async def push_in_two_ways(
@@ -594,7 +572,6 @@ def merge(reports: Sequence[WorkerReport]) -> WorkerReport:
 WORKERS = {
     "ceiling": ceiling_worker,
     "core": core_worker,
-    "core-before": core_worker,
     "rest": rest_worker,
     "pgqueuer": pgqueuer_worker,
     "procrastinate": procrastinate_worker,
@@ -613,9 +590,8 @@ def run_once(
             family = contender.family
             if family == "ceiling":
                 ids, bulk, single = asyncio.run(ceiling_push(url, n))
-            elif family in ("core", "core-before"):
+            elif family == "core":
                 spec["ledger"] = contender.ledger
-                spec["before"] = family == "core-before"
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
             elif family == "rest":
                 service = Service(url, contender.servers or 1)

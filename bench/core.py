@@ -8,8 +8,8 @@ was leased once and completed once, and drops the database. Runs:
 * batch 100: ``lease_next(max=100)`` then ``complete_many``
 
 each with the ledger on, off, or both (``--ledger``). Workers are asyncio tasks
-sharing one engine (pool_size = W), or with ``--processes`` one OS process
-each (one engine and one connection per process).
+sharing one pool (``app.pg.Database``, pool_size = W), or with ``--processes``
+one OS process each (one pool and one connection per process).
 
 A run whose checks fail prints what is wrong and exits 1 without a figure.
 
@@ -52,15 +52,13 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
 from app.config import Settings
-from app.db import create_engine, libpq_url
-from app.model import CompleteItem, NewLead, RenewItem
+from app.pg import Connection, Database, libpq_url
 from app.queue import Queue
+from leaseq.model import CompleteItem, NewLead, RenewItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import admin, cpu_model  # bench/common.py, shared with python -m bench
@@ -90,7 +88,7 @@ def machine(server_url: str) -> dict[str, Any]:
         "postgresql_full": row[1],
         "postgresql_settings": settings,
         "python": platform.python_version(),
-        "sqlalchemy": metadata.version("sqlalchemy"),
+        "psycopg_pool": metadata.version("psycopg-pool"),
         "psycopg": f"{psycopg.__version__} ({psycopg.pq.__impl__}, libpq {psycopg.pq.version()})",
     }
 
@@ -118,20 +116,17 @@ def backend_cpu_s(pids: Sequence[int]) -> float | None:
     return None if None in seconds else sum(s or 0.0 for s in seconds)
 
 
-async def backend_pids(engine: AsyncEngine, *, but_the_asker: bool = False) -> list[int]:
-    """The client backends connected to this engine's (benchmark-only) database.
+async def backend_pids(db: Database, *, but_the_asker: bool = False) -> list[int]:
+    """The client backends connected to this pool's (benchmark-only) database.
 
-    ``but_the_asker`` leaves out the connection asking (an engine of its own).
+    ``but_the_asker`` leaves out the connection asking (a pool of its own).
     """
     asker = "AND pid <> pg_backend_pid()" if but_the_asker else ""
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(
-                "SELECT pid FROM pg_stat_activity "
-                f"WHERE datname = current_database() AND backend_type = 'client backend' {asker}"
-            )
-        )
-        return [row.pid for row in rows]
+    rows = await db.rows(
+        "SELECT pid FROM pg_stat_activity "
+        f"WHERE datname = current_database() AND backend_type = 'client backend' {asker}"
+    )
+    return [row["pid"] for row in rows]
 
 
 # -- fresh databases ----------------------------------------------------------
@@ -152,8 +147,9 @@ def fresh_database(server_url: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def engine_for(url: str, pool_size: int) -> AsyncEngine:
-    return create_engine(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
+def database_for(url: str, pool_size: int) -> Database:
+    """The service's own pool (app.pg) on ``url``, with a generous statement timeout."""
+    return Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
 
 
 # -- one run ------------------------------------------------------------------
@@ -240,11 +236,11 @@ async def drain_with_tasks(
 ) -> tuple[list[WorkerOutcome], float, float, float | None]:
     """The outcomes, the start (time.monotonic()), and the CPU seconds of this process
     and of its PostgreSQL backends while draining."""
-    engine = engine_for(url, pool_size=workers)
+    db = database_for(url, pool_size=workers)
     try:
-        queue = Queue(engine, ledger=ledger)
+        queue = Queue(db, ledger=ledger)
         await asyncio.gather(*(queue.db_now() for _ in range(workers)))  # open W connections
-        pids = await backend_pids(engine)
+        pids = await backend_pids(db)
         server_cpu = backend_cpu_s(pids)
         started, cpu = time.monotonic(), time.process_time()
         outcomes = await asyncio.gather(*(drain(queue, f"w{i}", batch) for i in range(workers)))
@@ -255,19 +251,19 @@ async def drain_with_tasks(
         )
         return list(outcomes), started, cpu_s, server_cpu_s
     finally:
-        await engine.dispose()
+        await db.close()
 
 
 def _process_worker(
     url: str, ledger: bool, batch: int, owner: str, start: Any, results: Any
 ) -> None:
     async def main() -> WorkerOutcome:
-        engine = engine_for(url, pool_size=1)
+        db = database_for(url, pool_size=1)
         try:
-            queue = Queue(engine, ledger=ledger)
+            queue = Queue(db, ledger=ledger)
             await queue.db_now()  # connected before the clock starts
-            async with engine.connect() as conn:
-                pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            [row] = await db.rows("SELECT pg_backend_pid() AS pid")
+            pid = row["pid"]
             start.wait()
             cpu, server_cpu = time.process_time(), backend_cpu_s([pid])
             outcome = await drain(queue, owner, batch)
@@ -277,7 +273,7 @@ def _process_worker(
                 outcome.server_cpu_s = server_after - server_cpu
             return outcome
         finally:
-            await engine.dispose()
+            await db.close()
 
     try:
         results.put(asdict(asyncio.run(main())))
@@ -327,42 +323,34 @@ async def verify(
             f"workers completed {len(set(done_ids))} distinct leads; "
             f"{len(set(ids) - set(done_ids))} pushed leads never completed"
         )
-    engine = engine_for(url, pool_size=1)
+    db = database_for(url, pool_size=1)
     try:
-        counts = await Queue(engine).stats(session)
+        counts = await Queue(db).stats(session)
         found = (counts.done, counts.queued, counts.leased, counts.failed, counts.cached)
         if found != (n, 0, 0, 0, 0):
             problems.append(f"stats in the database: {counts}, expected done={n} and nothing else")
-        async with engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    text(
-                        "SELECT count(*) AS leads, "
-                        "count(*) FILTER (WHERE attempts <> 1) AS reattempted "
-                        "FROM leads WHERE session = :s"
-                    ),
-                    {"s": session},
-                )
-            ).one()
-            if row.leads != n or row.reattempted:
-                problems.append(
-                    f"{row.leads} leads in the table, {row.reattempted} leased more than once"
-                )
-            events = {
-                r.event: (r.n, r.leads)
-                for r in await conn.execute(
-                    text(
-                        "SELECT event, count(*) AS n, count(DISTINCT lead_id) AS leads "
-                        "FROM lead_events WHERE session = :s GROUP BY event"
-                    ),
-                    {"s": session},
-                )
-            }
-            expected = {e: (n, n) for e in ("pushed", "leased", "completed")} if ledger else {}
-            if events != expected:
-                problems.append(f"ledger (event: rows, leads) is {events}, expected {expected}")
+        [row] = await db.rows(
+            "SELECT count(*) AS leads, count(*) FILTER (WHERE attempts <> 1) AS reattempted "
+            "FROM leads WHERE session = %(s)s",
+            {"s": session},
+        )
+        if row["leads"] != n or row["reattempted"]:
+            problems.append(
+                f"{row['leads']} leads in the table, {row['reattempted']} leased more than once"
+            )
+        events = {
+            r["event"]: (r["n"], r["leads"])
+            for r in await db.rows(
+                "SELECT event, count(*) AS n, count(DISTINCT lead_id) AS leads "
+                "FROM lead_events WHERE session = %(s)s GROUP BY event",
+                {"s": session},
+            )
+        }
+        expected = {e: (n, n) for e in ("pushed", "leased", "completed")} if ledger else {}
+        if events != expected:
+            problems.append(f"ledger (event: rows, leads) is {events}, expected {expected}")
     finally:
-        await engine.dispose()
+        await db.close()
     return problems
 
 
@@ -377,11 +365,11 @@ async def one_run(
     processes: bool,
 ) -> RunResult:
     with fresh_database(server_url) as url:
-        engine = engine_for(url, pool_size=1)
+        db = database_for(url, pool_size=1)
         try:
-            ids, push_s = await push_all(Queue(engine, ledger=ledger), n, push_batch)
+            ids, push_s = await push_all(Queue(db, ledger=ledger), n, push_batch)
         finally:
-            await engine.dispose()
+            await db.close()
         if processes:
             outcomes, started = await asyncio.to_thread(
                 drain_with_processes, url, ledger, batch, workers
@@ -483,16 +471,16 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
     current = ["-"]
     rows: list[dict[str, Any]] = []
     with fresh_database(server_url) as url:
-        engine = engine_for(url, pool_size=1)
+        # One connection (pool_size 1), traced once: every step below runs on it.
+        db = database_for(url, pool_size=1)
 
-        @event.listens_for(engine.sync_engine, "connect")
-        def _trace(dbapi_connection: Any, _record: Any) -> None:
-            pgconn = dbapi_connection.driver_connection.pgconn
-            pgconn.trace(fd)
-            pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-            traced.append(pgconn)
+        async def trace(conn: Connection) -> None:
+            conn.pgconn.trace(fd)
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            traced.append(conn.pgconn)
 
-        queue = Queue(engine, ledger=ledger)
+        await db.run(trace)
+        queue = Queue(db, ledger=ledger)
         future = (await queue.db_now()) + timedelta(hours=1)
         state: dict[str, Any] = {}
 
@@ -537,8 +525,7 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
         ]
         try:
             for name, step in steps:
-                async with engine.connect() as conn:
-                    await conn.exec_driver_sql(f"SELECT '{_MARK} {name}'")
+                await db.rows(f"SELECT '{_MARK} {name}'")
                 current[0] = name
                 started = time.perf_counter()
                 await step()
@@ -548,7 +535,7 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
         finally:
             for pgconn in traced:
                 pgconn.untrace()  # flushes libpq's buffered trace
-            await engine.dispose()
+            await db.close()
             os.close(fd)
     trips, statements = count_round_trips(await asyncio.to_thread(trace_file.read_text))
     await asyncio.to_thread(trace_file.unlink)
@@ -599,7 +586,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     info = machine(args.database_url)
     print(
         f"# {info['nproc']} CPUs ({info['cpu']}), PostgreSQL {info['postgresql']}, "
-        f"Python {info['python']}, SQLAlchemy {info['sqlalchemy']}, psycopg {info['psycopg']}",
+        f"Python {info['python']}, psycopg {info['psycopg']}, psycopg-pool {info['psycopg_pool']}",
         flush=True,
     )
     ledgers = {"on": [True], "off": [False], "both": [True, False]}[args.ledger]

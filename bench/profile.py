@@ -26,12 +26,12 @@ OUT = Path(__file__).resolve().parent / "results" / "profiles"
 
 
 async def _core(url: str, n: int) -> None:
-    from app.model import NewLead
     from app.queue import Queue
+    from leaseq.model import NewLead
 
-    engine = contenders._engine(url, 1)
+    db = contenders.database(url, 1)
     try:
-        queue = Queue(engine, ledger=True)
+        queue = Queue(db, ledger=True)
         for lo in range(0, n, 1000):
             await queue.push(
                 common.SESSION, [NewLead({"n": i}) for i in range(lo, min(n, lo + 1000))]
@@ -52,7 +52,7 @@ async def _core(url: str, n: int) -> None:
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "core-pyinstrument.txt").write_text(profiler.output_text(unicode=True))
     finally:
-        await engine.dispose()
+        await db.close()
 
 
 def summarize(collapsed: str, top: int = 60) -> str:

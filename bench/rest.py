@@ -95,11 +95,11 @@ def postgres_meter(url: str) -> CpuMeter:
     """The client backends of the benchmark database, but the one asking."""
 
     async def find() -> list[int]:
-        engine = core.engine_for(url, pool_size=1)
+        db = core.database_for(url, pool_size=1)
         try:
-            return await core.backend_pids(engine, but_the_asker=True)
+            return await core.backend_pids(db, but_the_asker=True)
         finally:
-            await engine.dispose()
+            await db.close()
 
     return CpuMeter(find, "postgres")
 
@@ -205,9 +205,9 @@ def summarize(
 async def core_drain(
     url: str, session: str, n: int, batch: int, c: int, ledger: bool
 ) -> PathResult:
-    engine = core.engine_for(url, pool_size=c)
+    db = core.database_for(url, pool_size=c)
     try:
-        queue = Queue(engine, ledger=ledger)
+        queue = Queue(db, ledger=ledger)
         ids, _ = await core.push_all(queue, n, 1000, session=session)
         await asyncio.gather(*(queue.db_now() for _ in range(c)))
         postgres = postgres_meter(url)
@@ -218,7 +218,7 @@ async def core_drain(
         )
         cpu = {"client": time.process_time() - client, "postgres": await postgres.stop()}
     finally:
-        await engine.dispose()
+        await db.close()
     result, done = summarize("core", batch, n, c, list(outcomes), started, cpu)
     await check(url, n, ids, done, ledger, session)
     return result

@@ -21,7 +21,7 @@ import psycopg
 from rich.console import Console
 
 from app.config import Settings
-from app.db import create_engine, libpq_url
+from app.pg import Database, libpq_url
 from app.queue import Queue
 from bench import common
 
@@ -41,12 +41,12 @@ def _fill(url: str, first: int, last: int, sessions: int) -> None:
 
 
 async def _lease_calls(url: str, sessions: int, calls: int) -> dict[str, Any]:
-    engine = create_engine(Settings(statement_timeout_ms=60_000), url, pool_size=1)
+    db = Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=1)
     lease_s: list[float] = []
     complete_s: list[float] = []
     rng = random.Random(7)
     try:
-        queue = Queue(engine, ledger=True)
+        queue = Queue(db, ledger=True)
         await queue.db_now()
         for _ in range(calls):
             session = "one" if sessions == 1 else f"s{rng.randrange(sessions)}"
@@ -57,7 +57,7 @@ async def _lease_calls(url: str, sessions: int, calls: int) -> dict[str, Any]:
             lease_s.append(leased - started)
             complete_s.append(time.perf_counter() - leased)
     finally:
-        await engine.dispose()
+        await db.close()
     return {
         "lease_p50_ms": common.percentile_ms(lease_s, 50),
         "lease_p99_ms": common.percentile_ms(lease_s, 99),

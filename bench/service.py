@@ -70,7 +70,7 @@ class Service:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
-        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        command = [sys.executable, "-m", "leaseq.cli", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--workers", str(workers)]
         command += ["--database-url", url, "--log-level", "warning", *extra_args]
         self.process = subprocess.Popen(command, env=env)

@@ -41,39 +41,38 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from sqlalchemy import text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core import DEFAULT_SERVER_URL, engine_for, fresh_database, machine, percentile
+from core import DEFAULT_SERVER_URL, database_for, fresh_database, machine, percentile
 
-from app.db import libpq_url
-from app.model import CompleteItem, NewLead
+from app.pg import libpq_url
 from app.queue import Queue
+from leaseq.model import CompleteItem, NewLead
 
 SESSION = "soak"
 PUSH_BATCH = 1000
-SIZES_SQL = text("""
+SIZES_SQL = """
 SELECT pg_table_size('leads') AS leads_heap,
        pg_indexes_size('leads') AS leads_indexes,
        pg_table_size('lead_events') AS events_heap,
        pg_indexes_size('lead_events') AS events_indexes,
        (SELECT count(*) FROM leads) AS rows
-""")
-INDEX_SIZES_SQL = text("""
+"""
+INDEX_SIZES_SQL = """
 SELECT indexrelname AS name, pg_relation_size(indexrelid) AS size
 FROM pg_stat_user_indexes WHERE relname IN ('leads', 'lead_events')
-""")
-INDEX_ENTRIES_SQL = text("""
+"""
+INDEX_ENTRIES_SQL = """
 SELECT c.relname AS name, c.reltuples AS entries
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid IN (CAST('leads' AS regclass), CAST('lead_events' AS regclass))
-""")
-TABLE_STATS_SQL = text("""
+"""
+TABLE_STATS_SQL = """
 SELECT relname AS name, n_live_tup AS live, n_dead_tup AS dead,
        autovacuum_count AS autovacuums, autoanalyze_count AS autoanalyzes
 FROM pg_stat_user_tables WHERE relname IN ('leads', 'lead_events')
-""")
+"""
 
 
 @dataclass
@@ -172,11 +171,10 @@ async def sample(
     seen = pruned_seen = 0
     while True:
         await asyncio.sleep(every_s)
-        async with queue.engine.connect() as conn:
-            row = (await conn.execute(SIZES_SQL)).one()
-            indexes = {r.name: r.size // 1024 for r in await conn.execute(INDEX_SIZES_SQL)}
-            entries = {r.name: round(r.entries) for r in await conn.execute(INDEX_ENTRIES_SQL)}
-            tables = list(await conn.execute(TABLE_STATS_SQL))
+        [row] = await queue.db.rows(SIZES_SQL)
+        indexes = {r["name"]: r["size"] // 1024 for r in await queue.db.rows(INDEX_SIZES_SQL)}
+        entries = {r["name"]: round(r["entries"]) for r in await queue.db.rows(INDEX_ENTRIES_SQL)}
+        tables = await queue.db.rows(TABLE_STATS_SQL)
         window = soak.lease_times[seen:] or [0.0]
         seen = len(soak.lease_times)
         prunes = soak.prune_times[pruned_seen:] or [0.0]
@@ -185,11 +183,11 @@ async def sample(
             Sample(
                 at_s=round(time.monotonic() - started, 1),
                 done=len(soak.completed),
-                rows=row.rows,
-                leads_heap_kb=row.leads_heap // 1024,
-                leads_indexes_kb=row.leads_indexes // 1024,
-                events_heap_kb=row.events_heap // 1024,
-                events_indexes_kb=row.events_indexes // 1024,
+                rows=row["rows"],
+                leads_heap_kb=row["leads_heap"] // 1024,
+                leads_indexes_kb=row["leads_indexes"] // 1024,
+                events_heap_kb=row["events_heap"] // 1024,
+                events_indexes_kb=row["events_indexes"] // 1024,
                 lease_p50_ms=round(percentile(window, 50), 2),
                 lease_p99_ms=round(percentile(window, 99), 2),
                 lease_calls=len(window),
@@ -198,8 +196,8 @@ async def sample(
                 index_kb=dict(sorted(indexes.items())),
                 index_entries=dict(sorted(entries.items())),
                 load_avg=round(os.getloadavg()[0], 2),
-                dead_tuples={t.name: t.dead for t in tables},
-                autovacuums={t.name: t.autovacuums for t in tables},
+                dead_tuples={t["name"]: t["dead"] for t in tables},
+                autovacuums={t["name"]: t["autovacuums"] for t in tables},
             )
         )
         on_sample()
@@ -251,8 +249,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             args.json.write_text(json.dumps(partial, indent=1, default=str) + "\n")
 
     with fresh_database(args.database_url) as url:
-        engine = engine_for(url, pool_size=args.workers + 3)
-        queue = Queue(engine)
+        db = database_for(url, pool_size=args.workers + 3)
+        queue = Queue(db)
         sampler = asyncio.create_task(
             sample(queue, soak, args.sample_every, samples, write_partial)
         )
@@ -268,7 +266,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
-            await engine.dispose()
+            await db.close()
     problems = []
     if soak.doubles:
         problems.append(f"{soak.doubles} leads completed twice")

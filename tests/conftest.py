@@ -2,7 +2,8 @@
 
 PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``, ``LEASEQ_DATABASE_URL``,
 a testcontainers PostgreSQL when ``LEASEQ_TEST_DOCKER=1``, else an embedded
-PostgreSQL started here in a temporary folder.
+PostgreSQL started here in a temporary folder. Tests of the unit tier
+(tests/unit) ask for none of these fixtures, so no database starts for them.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import migrate
 from app.config import Settings
-from app.db import create_engine, libpq_url
+from app.pg import Database, libpq_url
 from app.queue import Queue
 
 
@@ -99,12 +99,12 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(settings, database_url)
-    yield engine
-    await engine.dispose()
+async def db(database_url: str, settings: Settings) -> AsyncIterator[Database]:
+    """The pool of the service's own runtime path (app.pg) on this test's database."""
+    async with Database.from_settings(settings, database_url) as db:
+        yield db
 
 
 @pytest.fixture
-def queue(engine: AsyncEngine) -> Queue:
-    return Queue(engine)
+def queue(db: Database) -> Queue:
+    return Queue(db)

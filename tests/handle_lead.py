@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the program itself imports nothing of leaseq: it starts fast
-    from app.worker import Job
+    from leaseq.worker import Job
 
 
 def _hang(payload: dict[str, Any], lead_id: str) -> int:

@@ -49,7 +49,7 @@ def leaseq(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``leaseq ARGS`` to completion; its output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
+        [sys.executable, "-m", "leaseq.cli", *args],
         input=input,
         capture_output=True,
         text=True,
@@ -166,7 +166,7 @@ class Services:
         argv = [
             sys.executable,
             "-m",
-            "app.cli",
+            "leaseq.cli",
             "serve",
             "--host",
             "127.0.0.1",

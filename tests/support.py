@@ -5,10 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from app.model import NewLead
+from app.pg import Database
+from leaseq.model import NewLead
 
 # Every test moves this clock by hand (the ``now=`` of each Queue method).
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -25,29 +23,27 @@ def leads(n: int, **fields: Any) -> list[NewLead]:
     return [NewLead({"i": i}, **fields) for i in range(n)]
 
 
-async def fetch(engine: AsyncEngine, query: str, **params: Any) -> list[dict[str, Any]]:
-    """Rows of a raw SQL query, as dicts."""
-    async with engine.connect() as conn:
-        result = await conn.execute(text(query), params)
-        return [dict(row._mapping) for row in result]
+async def fetch(db: Database, query: str, **params: Any) -> list[dict[str, Any]]:
+    """Rows of a raw SQL statement (``%(name)s`` placeholders); [] when it returns none."""
+    return await db.rows(query, params)
 
 
-async def events(engine: AsyncEngine, lead_id: int | None = None) -> list[dict[str, Any]]:
+async def events(db: Database, lead_id: int | None = None) -> list[dict[str, Any]]:
     """The lead_events ledger (of one lead, or all), in the order written."""
-    where = "" if lead_id is None else "WHERE lead_id = :lead_id"
+    where = "" if lead_id is None else "WHERE lead_id = %(lead_id)s"
     return await fetch(
-        engine,
+        db,
         "SELECT lead_id, session, event, status, attempt, owner, at, expires_at "
         f"FROM lead_events {where} ORDER BY id",
         lead_id=lead_id,
     )
 
 
-async def event_names(engine: AsyncEngine, lead_id: int) -> list[str]:
-    return [row["event"] for row in await events(engine, lead_id)]
+async def event_names(db: Database, lead_id: int) -> list[str]:
+    return [row["event"] for row in await events(db, lead_id)]
 
 
-async def row(engine: AsyncEngine, lead_id: int) -> dict[str, Any]:
+async def row(db: Database, lead_id: int) -> dict[str, Any]:
     """The raw leads row, lease_token included."""
-    [found] = await fetch(engine, "SELECT * FROM leads WHERE id = :id", id=lead_id)
+    [found] = await fetch(db, "SELECT * FROM leads WHERE id = %(id)s", id=lead_id)
     return found

@@ -21,11 +21,12 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from app import embedded, metrics, migrate
+from app import embedded, metrics, migrate, overview
 from app.api.runtime import Runtime
 from app.config import Settings
-from app.dashboard import data, page
-from app.db import AUTOVACUUM_OFF, libpq_url
+from app.dashboard import page
+from app.maintenance import AUTOVACUUM_OFF
+from app.pg import libpq_url
 from tests.api.conftest import serving
 from tests.serving import Services
 
@@ -44,7 +45,7 @@ def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         record.getMessage()
         for record in caplog.records
-        if record.name == "leaseq.api"
+        if record.name == "leaseq.maintenance"
         and record.levelno == logging.WARNING
         and record.getMessage() == AUTOVACUUM_OFF
     ]
@@ -58,15 +59,15 @@ async def check_runtime(url: str, caplog: pytest.LogCaptureFixture) -> bool:
     """Start and stop a runtime on ``url``; asserts what it said against what the server says."""
     enabled = autovacuum_on(url)
     caplog.clear()
-    caplog.set_level(logging.INFO, logger="leaseq.api")
+    caplog.set_level(logging.INFO, logger="leaseq.maintenance")
     runtime = Runtime.build(Settings(database_url=url, sweep_interval_s=3600))
     await runtime.start()
     try:
-        assert runtime.recovered.is_set()
+        assert runtime.recovery.done.is_set()
         found = warnings_logged(caplog)
         assert len(found) == (0 if enabled else 1), found
         assert gauge() == (1.0 if enabled else 0.0)
-        snapshot = await data.snapshot(runtime.queue)
+        snapshot = await overview.snapshot(runtime.queue)
         assert snapshot.autovacuum is enabled
         shown = page.to_json(snapshot)
         assert shown["autovacuum"] is enabled

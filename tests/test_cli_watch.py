@@ -62,7 +62,7 @@ def test_watch_redraws_until_ctrl_c(services: Services, database_url: str) -> No
             {"LEASEQ_URL": service.url, "TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "160"}
         )
         process = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "stats", "--watch", "0.3"],
+            [sys.executable, "-m", "leaseq.cli", "stats", "--watch", "0.3"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
@@ -89,7 +89,7 @@ def test_watch_redraws_until_ctrl_c(services: Services, database_url: str) -> No
 
 def test_watch_refuses_json() -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "app.cli", "stats", "--watch", "1", "--json"],
+        [sys.executable, "-m", "leaseq.cli", "stats", "--watch", "1", "--json"],
         capture_output=True,
         text=True,
         env=child_env(),

@@ -10,10 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from app.client import AsyncClient, RetryPolicy, Unauthorized
-from app.db import libpq_url
-from app.errors import Conflict, InvalidInput, LeaseLost, NotFound, Unavailable
-from app.model import CompleteItem, Counts, NewLead, RenewItem
+from app.pg import libpq_url
+from leaseq.client import AsyncClient, RetryPolicy
+from leaseq.errors import Conflict, InvalidInput, LeaseLost, NotFound, Unauthorized, Unavailable
+from leaseq.model import CompleteItem, Counts, NewLead, RenewItem
 from tests.serving import Service, Services, free_port
 from tests.worker_support import RecordingTransport, fresh_database
 

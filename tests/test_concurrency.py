@@ -1,6 +1,6 @@
 """Many connections at once: every lead handed out exactly once, no deadlock, no double verdict.
 
-Each worker has an engine of its own (one connection), so the database sees
+Each worker has a pool of its own (one connection), so the database sees
 truly concurrent sessions. Every test has a hard timeout, so a hang fails.
 """
 
@@ -17,12 +17,11 @@ from typing import Any, TypeVar
 
 import psycopg
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from app.db import create_engine, libpq_url
-from app.model import CompleteItem, Counts, NewLead, RenewItem, SweepResult
+from app.pg import Database, libpq_url
 from app.queue import Queue
+from leaseq.model import CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK, at, fetch, leads
 
 WORKERS = 16
@@ -36,14 +35,14 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def queues(database_url: str, n: int, **options: Any) -> AsyncIterator[list[Queue]]:
-    """``n`` queues, each on an engine of its own with a single connection."""
+    """``n`` queues, each on a pool of its own with a single connection."""
     settings = Settings(statement_timeout_ms=30_000)
-    engines = [create_engine(settings, database_url, pool_size=1) for _ in range(n)]
+    pools = [Database.from_settings(settings, database_url, pool_size=1) for _ in range(n)]
     try:
-        yield [Queue(engine, **options) for engine in engines]
+        yield [Queue(db, **options) for db in pools]
     finally:
-        for engine in engines:
-            await engine.dispose()
+        for db in pools:
+            await db.close()
 
 
 async def within_deadline(*calls: Awaitable[T]) -> list[T]:
@@ -92,7 +91,7 @@ async def test_concurrent_lease_hands_each_lead_out_once(
     # The ledger agrees: one lease per lead, attempt 1, by the worker that got it.
     owner_of = {lead_id: f"w{i}" for i, ids in enumerate(per_worker) for lead_id in ids}
     rows = await fetch(
-        queue.engine, "SELECT lead_id, attempt, owner FROM lead_events WHERE event = 'leased'"
+        queue.db, "SELECT lead_id, attempt, owner FROM lead_events WHERE event = 'leased'"
     )
     assert len(rows) == LEADS
     assert {r["lead_id"]: r["owner"] for r in rows} == owner_of
@@ -102,7 +101,7 @@ async def test_concurrent_lease_hands_each_lead_out_once(
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_lease_and_complete_from_threads(queue: Queue, database_url: str) -> None:
-    """Threads with event loops and engines of their own lease and complete every lead once."""
+    """Threads with event loops and pools of their own lease and complete every lead once."""
     pushed = await push_all(queue, "s", LEADS)
     done: list[list[int]] = [[] for _ in range(WORKERS)]
     errors: list[BaseException] = []
@@ -132,7 +131,7 @@ async def test_lease_and_complete_from_threads(queue: Queue, database_url: str) 
     assert sorted(seen) == sorted(pushed)
     assert await queue.stats("s") == Counts(done=LEADS)
     [counted] = await fetch(
-        queue.engine,
+        queue.db,
         "SELECT count(*) AS n, count(DISTINCT lead_id) AS leads FROM lead_events "
         "WHERE event = 'completed'",
     )
@@ -218,7 +217,7 @@ async def test_crossed_key_orders_do_not_deadlock(queue: Queue, database_url: st
             second = asyncio.create_task(
                 two.push("s", [NewLead({}, key=k) for k in ("b", "m", "a")], now=T0)
             )
-            await wait_for_lock_waiters(queue.engine, 2)
+            await wait_for_lock_waiters(queue.db, 2)
             holder.rollback()
         a1, m1, b1 = (await asyncio.wait_for(first, DEADLINE_S)).ids
         b2, m2, a2 = (await asyncio.wait_for(second, DEADLINE_S)).ids
@@ -227,14 +226,14 @@ async def test_crossed_key_orders_do_not_deadlock(queue: Queue, database_url: st
     assert await queue.stats("s") == Counts(queued=3)
 
 
-async def wait_for_lock_waiters(engine: AsyncEngine, n: int) -> None:
+async def wait_for_lock_waiters(db: Database, n: int) -> None:
     """Until ``n`` other sessions of this database wait on a lock."""
     query = (
         "SELECT count(*) AS n FROM pg_stat_activity "
         "WHERE datname = current_database() AND wait_event_type = 'Lock'"
     )
     for _ in range(500):
-        [found] = await fetch(engine, query)
+        [found] = await fetch(db, query)
         if found["n"] >= n:
             return
         await asyncio.sleep(0.01)
@@ -296,9 +295,9 @@ async def _renew(q: Queue, lead_id: int, token: str, now: datetime) -> bool:
     return answer.ok
 
 
-async def _ledger_by_lead(engine: AsyncEngine) -> dict[int, list[str]]:
+async def _ledger_by_lead(db: Database) -> dict[int, list[str]]:
     rows = await fetch(
-        engine,
+        db,
         "SELECT lead_id, array_agg(event ORDER BY id) AS events FROM lead_events GROUP BY lead_id",
     )
     return {r["lead_id"]: r["events"] for r in rows}
@@ -322,7 +321,7 @@ async def test_complete_against_sweep_at_expiry_has_one_winner(
             ids = {
                 row["id"]
                 for row in await fetch(
-                    queue.engine, "SELECT id FROM leads WHERE session = :s", s=session
+                    queue.db, "SELECT id FROM leads WHERE session = %(s)s", s=session
                 )
             }
             # Exactly one winner per lead: completed XOR requeued by the sweep.
@@ -335,7 +334,7 @@ async def test_complete_against_sweep_at_expiry_has_one_winner(
 
     assert completed_ids  # both sides won real races over the rounds
     assert lost_a_real_race
-    ledger = await _ledger_by_lead(queue.engine)
+    ledger = await _ledger_by_lead(queue.db)
     assert len(ledger) == ROUNDS * LEADS_PER_ROUND
     for lead_id, history in ledger.items():
         if lead_id in completed_ids:
@@ -343,7 +342,7 @@ async def test_complete_against_sweep_at_expiry_has_one_winner(
         else:
             assert lead_id in swept_ids
             assert history == ["pushed", "leased", "expired"], lead_id
-    statuses = await fetch(queue.engine, "SELECT status, count(*) AS n FROM leads GROUP BY status")
+    statuses = await fetch(queue.db, "SELECT status, count(*) AS n FROM leads GROUP BY status")
     assert Counter({r["status"]: r["n"] for r in statuses}) == Counter(
         done=len(completed_ids), queued=len(swept_ids)
     )
@@ -365,8 +364,8 @@ async def test_renew_against_sweep_at_expiry_has_one_winner(
             assert won <= could_win
             assert swept.requeued == LEADS_PER_ROUND - len(won)
             rows = await fetch(
-                queue.engine,
-                "SELECT id, status, lease_expires_at FROM leads WHERE session = :s",
+                queue.db,
+                "SELECT id, status, lease_expires_at FROM leads WHERE session = %(s)s",
                 s=session,
             )
             for found in rows:

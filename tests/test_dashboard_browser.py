@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.db import AUTOVACUUM_OFF
+from app.maintenance import AUTOVACUUM_OFF
 from tests.serving import ROOT, Service, Services
 from tests.test_autovacuum import autovacuum_on
 

@@ -20,9 +20,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
 
 from app import migrate
-from app.config import Settings
-from app.db import LEADS_STORAGE, lead_events, leads, libpq_url, metadata, sqlalchemy_url
-from app.db import create_engine as create_async_engine
+from app.db import LEADS_STORAGE, lead_events, leads, metadata, sqlalchemy_url
+from app.maintenance import schema_revision
+from app.pg import Database, libpq_url
 from tests.schema_catalog import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -293,16 +293,13 @@ def test_upgrade_twice_is_harmless(empty_database_url: str, sync_engine: Engine)
         assert conn.execute(text("SELECT payload FROM leads")).scalar() == {"kept": True}
 
 
-async def test_is_at_head(empty_database_url: str) -> None:
-    engine = create_async_engine(Settings(), empty_database_url, pool_size=1)
-    try:
-        async with engine.connect() as conn:
-            assert not await migrate.is_at_head(conn)
+async def test_the_runtime_reads_the_schema_revision(empty_database_url: str) -> None:
+    """What readyz and `leaseq report` read through app.pg: none, then the head."""
+    async with Database(empty_database_url, pool_size=1) as db:
+        assert await schema_revision(db) is None
         migrate.upgrade(empty_database_url)
-        async with engine.connect() as conn:
-            assert await migrate.is_at_head(conn)
-    finally:
-        await engine.dispose()
+        assert await schema_revision(db) == migrate.head()
+    assert migrate.known(migrate.head()) and not migrate.known("f00d")
 
 
 def _env(url: str) -> dict[str, str]:

@@ -11,16 +11,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import sql
 from app.api.runtime import Runtime
-from app.cli import parse_duration
+from app.cli.prune import parse_duration
 from app.config import Settings
-from app.errors import InvalidInput
-from app.model import NewLead
+from app.pg import Database
 from app.queue import Queue
+from leaseq.errors import InvalidInput
+from leaseq.model import NewLead
 from tests.api.conftest import until
 from tests.serving import leaseq
 from tests.support import at, events, fetch, leads
@@ -28,8 +27,8 @@ from tests.support import at, events, fetch, leads
 DAY = 86400.0
 
 
-async def _ids(engine: AsyncEngine) -> set[int]:
-    return {row["id"] for row in await fetch(engine, "SELECT id FROM leads")}
+async def _ids(db: Database) -> set[int]:
+    return {row["id"] for row in await fetch(db, "SELECT id FROM leads")}
 
 
 async def _finish(
@@ -44,7 +43,7 @@ async def _finish(
 
 
 async def test_prune_deletes_only_old_terminal_leads_with_their_events(
-    queue: Queue, engine: AsyncEngine
+    queue: Queue, db: Database
 ) -> None:
     done = await _finish(queue, 2, "done", when=0)
     failed = await _finish(queue, 1, "failed", when=0)
@@ -58,23 +57,23 @@ async def test_prune_deletes_only_old_terminal_leads_with_their_events(
     for lease in held[:2]:
         await queue.release(lease.lead.id, lease.token, now=at(2))
     old = set(done + failed + cached)
-    assert {row["lead_id"] for row in await events(engine)} >= old
+    assert {row["lead_id"] for row in await events(db)} >= old
 
     pruned = await queue.prune(7 * DAY, now=at(7 * DAY + 1))
 
     assert pruned == len(old)
-    assert await _ids(engine) == set(recent + queued + leased_ids)
-    assert not {row["lead_id"] for row in await events(engine)} & old
+    assert await _ids(db) == set(recent + queued + leased_ids)
+    assert not {row["lead_id"] for row in await events(db)} & old
     assert await queue.prune(7 * DAY, now=at(7 * DAY + 1)) == 0
 
 
-async def test_prune_works_in_batches_and_by_session(queue: Queue, engine: AsyncEngine) -> None:
+async def test_prune_works_in_batches_and_by_session(queue: Queue, db: Database) -> None:
     mine = await _finish(queue, 7, "done", when=0)
     other = await _finish(queue, 3, "done", when=0, session="other")
     seen: list[int] = []
     original = queue._rows
 
-    async def counting(stmt: Any, params: dict[str, Any]) -> list[Mapping[str, Any]]:
+    async def counting(stmt: str, params: dict[str, Any]) -> list[Mapping[str, Any]]:
         rows = await original(stmt, params)
         seen.append(rows[0]["pruned"])  # only prune statements run below
         return rows
@@ -82,25 +81,22 @@ async def test_prune_works_in_batches_and_by_session(queue: Queue, engine: Async
     queue._rows = counting  # type: ignore[method-assign]
     assert await queue.prune(60, "s", now=at(3600), batch=3) == 7
     assert seen == [3, 3, 1]
-    assert await _ids(engine) == set(other)
-    assert not set(mine) & await _ids(engine)
+    assert await _ids(db) == set(other)
+    assert not set(mine) & await _ids(db)
     assert await queue.prune(60, now=at(3600), batch=3) == 3
-    assert await _ids(engine) == set()
+    assert await _ids(db) == set()
 
 
-async def test_a_batch_prunes_the_oldest_terminal_leads_first(
-    queue: Queue, engine: AsyncEngine
-) -> None:
+async def test_a_batch_prunes_the_oldest_terminal_leads_first(queue: Queue, db: Database) -> None:
     """Each batch follows index ``leads_terminal_updated``: the oldest change goes first."""
     finished_at = (40, 10, 30, 20, 0)  # ids grow left to right; ages do not
     lead_at = {when: (await _finish(queue, 1, "done", when=when))[0] for when in finished_at}
     params = {"older_than_s": 60, "now": at(3600), "limit": 2}
     gone: list[set[int]] = []
     for _ in range(3):
-        before = await _ids(engine)
-        async with engine.connect() as conn:
-            await conn.execute(sql.prune(scoped=False), params)
-        gone.append(before - await _ids(engine))
+        before = await _ids(db)
+        await db.rows(sql.prune(scoped=False), params)
+        gone.append(before - await _ids(db))
     assert gone == [
         {lead_at[0], lead_at[10]},
         {lead_at[20], lead_at[30]},
@@ -108,13 +104,12 @@ async def test_a_batch_prunes_the_oldest_terminal_leads_first(
     ]
 
 
-async def test_prune_uses_the_database_clock(queue: Queue, engine: AsyncEngine) -> None:
+async def test_prune_uses_the_database_clock(queue: Queue, db: Database) -> None:
     await queue.push("s", leads(1))
     [held] = await queue.lease_next("s", "w")
     await queue.complete(held.lead.id, held.token)
     assert await queue.prune(3600) == 0  # just finished
-    async with engine.connect() as conn:
-        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '2 hours'"))
+    await db.rows("UPDATE leads SET updated_at = now() - interval '2 hours'")
     assert await queue.prune(3600) == 1
 
 
@@ -158,16 +153,16 @@ async def test_the_service_prunes_when_configured(database_url: str) -> None:
     queue = runtime.queue
     old = await _finish(queue, 3, "done", when=0)
     await queue.push("s", leads(1), now=at(0))  # queued, old: stays
-    async with runtime.engine.connect() as conn:  # finished long ago on the database clock
-        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '1 hour'"))
+    # Finished long ago on the database clock.
+    await runtime.db.rows("UPDATE leads SET updated_at = now() - interval '1 hour'")
     await runtime.start()
     try:
 
         async def gone() -> bool:
-            return not set(old) & await _ids(runtime.engine)
+            return not set(old) & await _ids(runtime.db)
 
         await until(gone, within_s=10)
-        assert len(await _ids(runtime.engine)) == 1
+        assert len(await _ids(runtime.db)) == 1
     finally:
         await runtime.stop()
 
@@ -184,19 +179,18 @@ async def test_the_service_keeps_everything_by_default(database_url: str) -> Non
 
 
 @pytest.mark.service
-async def test_leaseq_prune_command(database_url: str, queue: Queue, engine: AsyncEngine) -> None:
+async def test_leaseq_prune_command(database_url: str, queue: Queue, db: Database) -> None:
     done_ids = await _finish(queue, 2, "done", when=0)
     [queued] = (await queue.push("s", leads(1))).ids
-    async with engine.connect() as conn:
-        await conn.execute(text("UPDATE leads SET updated_at = now() - interval '2 days'"))
+    await db.rows("UPDATE leads SET updated_at = now() - interval '2 days'")
 
     done = await asyncio.to_thread(
         leaseq, "prune", "--older-than", "1d", "--session", "s", "--database-url", database_url
     )
     assert done.returncode == 0, done.stderr
     assert "pruned 2 leads from session s" in done.stdout
-    assert await _ids(engine) == {queued}
-    assert not set(done_ids) & {row["lead_id"] for row in await events(engine)}
+    assert await _ids(db) == {queued}
+    assert not set(done_ids) & {row["lead_id"] for row in await events(db)}
 
     bad = await asyncio.to_thread(
         leaseq, "prune", "--older-than", "soon", "--database-url", database_url

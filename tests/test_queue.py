@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.errors import Conflict, NotFound
-from app.model import AllCounts, CompleteItem, Counts, NewLead, RenewItem, SweepResult
+from app.pg import Database
 from app.queue import Queue
+from leaseq.errors import Conflict, NotFound
+from leaseq.model import AllCounts, CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK, at, fetch, leads, row
 
 # -- push ------------------------------------------------------------------
@@ -65,8 +65,8 @@ async def test_push_records_parent_and_delay(queue: Queue) -> None:
     assert lead.created_at == T0
 
 
-async def test_push_uses_the_queue_default_max_attempts(engine: AsyncEngine) -> None:
-    queue = Queue(engine, default_max_attempts=2)
+async def test_push_uses_the_queue_default_max_attempts(db: Database) -> None:
+    queue = Queue(db, default_max_attempts=2)
     [lead_id] = (await queue.push("s", leads(1), now=T0)).ids
     assert (await queue.get(lead_id)).max_attempts == 2
 
@@ -172,7 +172,7 @@ async def test_lease_next_hands_out_a_lease(queue: Queue) -> None:
     assert lease.lead.status == "leased"
     assert lease.lead.lease_expires_at == at(35)
 
-    stored = await row(queue.engine, lead_id)
+    stored = await row(queue.db, lead_id)
     assert stored["status"] == "leased"
     assert stored["lease_token"] == lease.token
     assert stored["owner"] == "worker-1"
@@ -188,8 +188,8 @@ async def test_lease_next_answers_empty_when_nothing_is_queued(queue: Queue) -> 
     assert await queue.lease_next("s", "w", now=T0) == []
 
 
-async def test_lease_next_uses_the_default_ttl(engine: AsyncEngine) -> None:
-    queue = Queue(engine, default_ttl_s=42)
+async def test_lease_next_uses_the_default_ttl(db: Database) -> None:
+    queue = Queue(db, default_ttl_s=42)
     await queue.push("s", leads(1), now=T0)
     [lease] = await queue.lease_next("s", "w", now=T0)
     assert lease.expires_at == at(42)
@@ -251,8 +251,8 @@ async def test_renew_extends_from_now(queue: Queue) -> None:
     assert (lead.status, lead.attempts, lead.owner) == ("leased", 1, "w")
 
 
-async def test_renew_uses_the_default_ttl(engine: AsyncEngine) -> None:
-    queue = Queue(engine, default_ttl_s=100)
+async def test_renew_uses_the_default_ttl(db: Database) -> None:
+    queue = Queue(db, default_ttl_s=100)
     await queue.push("s", leads(1), now=T0)
     [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
     assert await queue.renew(lease.lead.id, lease.token, now=at(5)) == at(105)
@@ -299,7 +299,7 @@ async def test_complete_finishes_a_lead(queue: Queue, status: str) -> None:
     assert lead.lease_expires_at is None
     assert (lead.attempts, lead.owner, lead.updated_at) == (1, "w", at(3))
     assert await queue.get(lead.id) == lead
-    assert (await row(queue.engine, lead.id))["lease_token"] is None
+    assert (await row(queue.db, lead.id))["lease_token"] is None
 
 
 async def test_complete_defaults_to_done_without_result(queue: Queue) -> None:
@@ -351,7 +351,7 @@ async def test_release_queues_the_lead_again(queue: Queue) -> None:
     lead = await queue.release(lease.lead.id, lease.token, now=at(4))
     assert (lead.status, lead.available_at, lead.lease_expires_at) == ("queued", at(4), None)
     assert lead.attempts == 1  # the attempt was made; the fencing number never goes back
-    assert (await row(queue.engine, lead.id))["lease_token"] is None
+    assert (await row(queue.db, lead.id))["lease_token"] is None
     [again] = await queue.lease_next("s", "w2", now=at(4))
     assert (again.lead.id, again.attempt, again.owner) == (lead.id, 2, "w2")
     assert again.token != lease.token
@@ -442,7 +442,7 @@ async def test_sweep_is_scoped_to_its_session(queue: Queue) -> None:
     assert await queue.stats("A") == Counts(queued=2)
     assert await queue.stats("B") == Counts(leased=2)
     for lease in b_leases:
-        stored = await row(queue.engine, lease.lead.id)
+        stored = await row(queue.db, lease.lead.id)
         assert (stored["status"], stored["lease_token"]) == ("leased", lease.token)
     assert await queue.sweep("B", now=at(60)) == SweepResult(requeued=2, failed=0)
 
@@ -471,7 +471,7 @@ async def test_cancel_a_leased_lead(queue: Queue) -> None:
     [lease] = await queue.lease_next("s", "w", now=T0)
     lead = await queue.cancel(lease.lead.id, now=at(1))
     assert (lead.status, lead.error, lead.lease_expires_at) == ("failed", "cancelled", None)
-    assert (await row(queue.engine, lead.id))["lease_token"] is None
+    assert (await row(queue.db, lead.id))["lease_token"] is None
     # Sweeping later does not bring it back.
     assert await queue.sweep("s", now=at(10_000)) == SweepResult(0, 0)
     assert (await queue.get(lead.id)).status == "failed"
@@ -586,7 +586,7 @@ async def test_stats_all_counts_per_session_and_total(queue: Queue) -> None:
 
 
 async def test_db_now_reads_the_database_clock(queue: Queue) -> None:
-    [found] = await fetch(queue.engine, "SELECT now() AS now")
+    [found] = await fetch(queue.db, "SELECT now() AS now")
     assert abs((await queue.db_now()) - found["now"]) < timedelta(seconds=60)
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from app.errors import LeaseLost
-from app.model import CompleteItem, Counts, ItemResult, RenewItem, SweepResult
 from app.queue import Queue, new_token
+from leaseq.errors import LeaseLost
+from leaseq.model import CompleteItem, Counts, ItemResult, RenewItem, SweepResult
 from tests.support import T0, TICK, at, events, fetch, leads, row
 
 
@@ -187,8 +187,8 @@ OPERATIONS = [_renew, _complete, _complete_cached, _release, _renew_many, _compl
 
 async def _snapshot(queue: Queue) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return (
-        await fetch(queue.engine, "SELECT * FROM leads ORDER BY id"),
-        await events(queue.engine),
+        await fetch(queue.db, "SELECT * FROM leads ORDER BY id"),
+        await events(queue.db),
     )
 
 
@@ -238,7 +238,7 @@ async def test_complete_twice_completes_once(queue: Queue) -> None:
         await queue.complete(lead_id, token, "failed", {"second": True}, now=at(1))
     lead = await queue.get(lead_id)
     assert (lead.status, lead.result) == ("done", {"first": True})
-    assert [e["event"] for e in await events(queue.engine, lead_id)].count("completed") == 1
+    assert [e["event"] for e in await events(queue.db, lead_id)].count("completed") == 1
 
 
 # -- batches mix ok and lost, answered per item in order ------------------------
@@ -277,7 +277,7 @@ async def test_renew_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
             items.append(RenewItem(by_name["ok1"][0], new_token(), 30))
         else:
             items.append(RenewItem(*by_name[name], 30))
-    before = {name: await row(queue.engine, lead_id) for name, (lead_id, _) in by_name.items()}
+    before = {name: await row(queue.db, lead_id) for name, (lead_id, _) in by_name.items()}
 
     answers = await queue.renew_many(items, now=at(5))
 
@@ -289,7 +289,7 @@ async def test_renew_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
         at(35) if name.startswith("ok") else None for name in ORDER
     ]
     for name, (lead_id, _) in by_name.items():
-        after = await row(queue.engine, lead_id)
+        after = await row(queue.db, lead_id)
         if name.startswith("ok"):
             assert after["lease_expires_at"] == at(35)
         else:
@@ -304,7 +304,7 @@ async def test_complete_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
             items.append(CompleteItem(by_name["ok2"][0], new_token(), "failed"))
         else:
             items.append(CompleteItem(*by_name[name], "cached", {"name": name}))
-    before = {name: await row(queue.engine, lead_id) for name, (lead_id, _) in by_name.items()}
+    before = {name: await row(queue.db, lead_id) for name, (lead_id, _) in by_name.items()}
 
     answers = await queue.complete_many(items, now=at(5))
 
@@ -315,7 +315,7 @@ async def test_complete_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
         for name, item in zip(ORDER, items, strict=True)
     ]
     for name, (lead_id, _) in by_name.items():
-        after = await row(queue.engine, lead_id)
+        after = await row(queue.db, lead_id)
         if name.startswith("ok"):
             assert (after["status"], after["result"]) == ("cached", {"name": name})
         else:
@@ -336,7 +336,7 @@ async def test_complete_many_with_the_same_lease_twice_completes_it_once(queue: 
     assert answers == [ItemResult(lead_id, True), ItemResult(lead_id, False, code="lease_lost")]
     lead = await queue.get(lead_id)
     assert (lead.status, lead.result) == ("done", {"n": 1})
-    assert [e["event"] for e in await events(queue.engine, lead_id)].count("completed") == 1
+    assert [e["event"] for e in await events(queue.db, lead_id)].count("completed") == 1
 
 
 async def test_renew_many_with_the_same_lease_twice(queue: Queue) -> None:

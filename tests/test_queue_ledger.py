@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.errors import Conflict, LeaseLost
-from app.model import CompleteItem, NewLead, RenewItem
+from app.pg import Database
 from app.queue import Queue
+from leaseq.errors import Conflict, LeaseLost
+from leaseq.model import CompleteItem, NewLead, RenewItem
 from tests.support import T0, at, events, fetch, leads
 
 
@@ -32,8 +32,8 @@ def _event(
     }
 
 
-async def _history(engine: AsyncEngine, lead_id: int) -> list[dict[str, Any]]:
-    rows = await events(engine, lead_id)
+async def _history(db: Database, lead_id: int) -> list[dict[str, Any]]:
+    rows = await events(db, lead_id)
     for found in rows:
         assert found.pop("lead_id") == lead_id
         assert found.pop("session") == "s"
@@ -50,7 +50,7 @@ async def test_every_transition_writes_its_event(queue: Queue) -> None:
     [third] = await queue.lease_next("s", "w3", ttl_s=10, now=at(15))
     await queue.complete(lead_id, third.token, "done", {"ok": True}, now=at(16))
 
-    assert await _history(queue.engine, lead_id) == [
+    assert await _history(queue.db, lead_id) == [
         _event("pushed", "queued", 0, None, T0),
         _event("leased", "leased", 1, "w1", at(1), at(11)),
         _event("released", "queued", 1, "w1", at(3)),
@@ -72,13 +72,13 @@ async def test_cancel_retry_and_failure_by_sweep_write_their_events(queue: Queue
     assert dead_lease.lead.id == dead
     await queue.sweep_all(now=at(11))
 
-    assert await _history(queue.engine, cancelled) == [
+    assert await _history(queue.db, cancelled) == [
         _event("pushed", "queued", 0, None, T0),
         _event("leased", "leased", 1, "w", at(1), at(11)),
         _event("cancelled", "failed", 1, "w", at(2)),
         _event("retried", "queued", 1, "w", at(3)),
     ]
-    assert await _history(queue.engine, dead) == [
+    assert await _history(queue.db, dead) == [
         _event("pushed", "queued", 0, None, T0),
         _event("leased", "leased", 1, "w", at(1), at(11)),
         _event("expired", "failed", 1, "w", at(11), at(11)),
@@ -92,7 +92,7 @@ async def test_completed_event_carries_the_final_status(queue: Queue, status: st
     await queue.complete(a.lead.id, a.token, status, now=at(1))
     await queue.complete_many([CompleteItem(b.lead.id, b.token, status)], now=at(1))
     for lease in (a, b):
-        assert (await _history(queue.engine, lease.lead.id))[-1] == _event(
+        assert (await _history(queue.db, lease.lead.id))[-1] == _event(
             "completed", status, 1, "w", at(1)
         )
 
@@ -101,7 +101,7 @@ async def test_refused_operations_write_nothing(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", [NewLead({}, key="k")], now=T0)).ids
     [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
     await queue.complete(lead_id, lease.token, now=at(1))
-    before = await events(queue.engine)
+    before = await events(queue.db)
 
     await queue.push("s", [NewLead({}, key="k")], now=at(2))  # a duplicate is not pushed
     for refused in (
@@ -118,7 +118,7 @@ async def test_refused_operations_write_nothing(queue: Queue) -> None:
     await queue.sweep_all(now=at(100))
     assert await queue.lease_next("s", "w", now=at(100)) == []
 
-    assert await events(queue.engine) == before
+    assert await events(queue.db) == before
 
 
 async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
@@ -127,7 +127,7 @@ async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
     await queue.complete_many([CompleteItem(x.lead.id, x.token) for x in leased[:20]], now=at(2))
     await queue.sweep("s", now=at(11))
     rows = await fetch(
-        queue.engine, "SELECT event, count(*) AS n FROM lead_events GROUP BY event ORDER BY event"
+        queue.db, "SELECT event, count(*) AS n FROM lead_events GROUP BY event ORDER BY event"
     )
     assert {r["event"]: r["n"] for r in rows} == {
         "pushed": 50,
@@ -136,13 +136,13 @@ async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
         "expired": 30,
     }
     pushed_rows = await fetch(
-        queue.engine, "SELECT lead_id FROM lead_events WHERE event = 'pushed' ORDER BY id"
+        queue.db, "SELECT lead_id FROM lead_events WHERE event = 'pushed' ORDER BY id"
     )
     assert [r["lead_id"] for r in pushed_rows] == pushed.ids
 
 
-async def test_ledger_off_writes_no_events(engine: AsyncEngine) -> None:
-    queue = Queue(engine, ledger=False)
+async def test_ledger_off_writes_no_events(db: Database) -> None:
+    queue = Queue(db, ledger=False)
     ids = (await queue.push("s", leads(4, max_attempts=1), now=T0)).ids
     a, b, c = await queue.lease_next("s", "w", max=3, ttl_s=10, now=T0)
     await queue.renew(a.lead.id, a.token, 10, now=at(1))
@@ -159,4 +159,4 @@ async def test_ledger_off_writes_no_events(engine: AsyncEngine) -> None:
     statuses = {lead_id: (await queue.get(lead_id)).status for lead_id in ids}
     assert sorted(statuses.values()) == ["cached", "done", "failed", "queued"]
     # ... and the ledger stayed empty.
-    assert await events(queue.engine) == []
+    assert await events(queue.db) == []

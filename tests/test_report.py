@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.errors import Conflict, InvalidInput
-from app.model import NewLead
+from app.pg import Database
 from app.queue import Queue
 from app.report import OwnerReport, Report, report
+from leaseq.errors import Conflict, InvalidInput
+from leaseq.model import NewLead
 from tests.support import T0, at
 
 
@@ -58,47 +57,45 @@ async def test_an_unknown_session_is_all_zero(queue: Queue) -> None:
 
 
 async def _event(
-    engine: AsyncEngine,
+    db: Database,
     lead_id: int,
     event: str,
     attempt: int,
     at_s: float,
     expires_s: float | None = None,
 ) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(
-            text(
-                "INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, "
-                "expires_at) VALUES (:lead_id, 'bad', :event, 'x', :attempt, 'w', :at, :expires)"
-            ),
-            {
-                "lead_id": lead_id,
-                "event": event,
-                "attempt": attempt,
-                "at": at(at_s),
-                "expires": None if expires_s is None else at(expires_s),
-            },
-        )
+    await db.rows(
+        "INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, "
+        "expires_at) VALUES "
+        "(%(lead_id)s, 'bad', %(event)s, 'x', %(attempt)s, 'w', %(at)s, %(expires)s)",
+        {
+            "lead_id": lead_id,
+            "event": event,
+            "attempt": attempt,
+            "at": at(at_s),
+            "expires": None if expires_s is None else at(expires_s),
+        },
+    )
 
 
-async def test_a_broken_history_shows_its_faults(queue: Queue, engine: AsyncEngine) -> None:
+async def test_a_broken_history_shows_its_faults(queue: Queue, db: Database) -> None:
     """A ledger written by a queue that broke its promises (rows inserted by hand)."""
     # Lead 1: attempt 2 leased at 5, while attempt 1 was valid until 10.
-    await _event(engine, 1, "leased", 1, 0, expires_s=10)
-    await _event(engine, 1, "leased", 2, 5, expires_s=15)
-    await _event(engine, 1, "expired", 1, 20, expires_s=10)
+    await _event(db, 1, "leased", 1, 0, expires_s=10)
+    await _event(db, 1, "leased", 2, 5, expires_s=15)
+    await _event(db, 1, "expired", 1, 20, expires_s=10)
     # Lead 2: completed twice.
-    await _event(engine, 2, "leased", 1, 0, expires_s=10)
-    await _event(engine, 2, "completed", 1, 1)
-    await _event(engine, 2, "completed", 1, 2)
+    await _event(db, 2, "leased", 1, 0, expires_s=10)
+    await _event(db, 2, "completed", 1, 1)
+    await _event(db, 2, "completed", 1, 2)
     # Lead 3: healthy — released, leased again after, completed.
-    await _event(engine, 3, "leased", 1, 0, expires_s=10)
-    await _event(engine, 3, "released", 1, 1)
-    await _event(engine, 3, "leased", 2, 2, expires_s=12)
-    await _event(engine, 3, "completed", 2, 3)
+    await _event(db, 3, "leased", 1, 0, expires_s=10)
+    await _event(db, 3, "released", 1, 1)
+    await _event(db, 3, "leased", 2, 2, expires_s=12)
+    await _event(db, 3, "completed", 2, 3)
     # Lead 4: leased again with no end of the first lease recorded at all.
-    await _event(engine, 4, "leased", 1, 0, expires_s=10)
-    await _event(engine, 4, "leased", 2, 30, expires_s=40)
+    await _event(db, 4, "leased", 1, 0, expires_s=10)
+    await _event(db, 4, "leased", 2, 30, expires_s=40)
 
     found = await report(queue, "bad")
 

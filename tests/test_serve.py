@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from app import embedded
-from app.db import libpq_url
+from app.pg import libpq_url
 from tests.serving import Service, Services, leaseq, postgres_running, stop_postgres
 
 pytestmark = pytest.mark.service

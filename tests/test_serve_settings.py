@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app import serve
-from app.cli import app
 from app.config import Settings
+from leaseq.cli import app
 
 
 @pytest.fixture

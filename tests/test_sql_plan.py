@@ -10,11 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from app import sql
-from app.dashboard import data
+from app import overview, sql
+from app.pg import Database
 from app.queue import Queue, new_token
 from tests.support import T0, at
 
@@ -22,35 +19,32 @@ SESSIONS = 20
 PER_SESSION = 5000
 
 
-async def _fill(engine: AsyncEngine) -> None:
+async def _fill(db: Database) -> None:
     """100,000 leads in 20 sessions: mostly finished, some queued, a few leased; then ANALYZE."""
-    async with engine.connect() as conn:
-        await conn.execute(
-            text("""
+    await db.rows(
+        """
 INSERT INTO leads (session, priority, payload, status, attempts, owner, lease_token,
                    lease_expires_at, available_at)
-SELECT 's' || (n % :sessions), k % 7, '{}',
-       CASE WHEN k % 10 = 0 THEN 'queued' WHEN k % 50 = 1 THEN 'leased' ELSE 'done' END,
-       CASE WHEN k % 10 = 0 THEN 0 ELSE 1 END,
-       CASE WHEN k % 10 = 0 THEN NULL ELSE 'w' END,
-       CASE WHEN k % 50 = 1 THEN md5(n::text) END,
-       CASE WHEN k % 50 = 1 THEN CAST(:t0 AS timestamptz) + make_interval(secs => k % 600) END,
-       CAST(:t0 AS timestamptz)
-FROM generate_series(1, :total) AS n, LATERAL (SELECT n / :sessions AS k) AS per_session
-"""),
-            {"sessions": SESSIONS, "total": SESSIONS * PER_SESSION, "t0": T0},
-        )
-        await conn.execute(text("ANALYZE leads"))
+SELECT 's' || (n %% %(sessions)s), k %% 7, '{}',
+       CASE WHEN k %% 10 = 0 THEN 'queued' WHEN k %% 50 = 1 THEN 'leased' ELSE 'done' END,
+       CASE WHEN k %% 10 = 0 THEN 0 ELSE 1 END,
+       CASE WHEN k %% 10 = 0 THEN NULL ELSE 'w' END,
+       CASE WHEN k %% 50 = 1 THEN md5(n::text) END,
+       CASE WHEN k %% 50 = 1 THEN %(t0)s::timestamptz + make_interval(secs => k %% 600) END,
+       %(t0)s::timestamptz
+FROM generate_series(1, %(total)s) AS n, LATERAL (SELECT n / %(sessions)s AS k) AS per_session
+""",
+        {"sessions": SESSIONS, "total": SESSIONS * PER_SESSION, "t0": T0},
+    )
+    await db.rows("ANALYZE leads")
 
 
-async def _plan(engine: AsyncEngine, stmt: TextClause, params: dict[str, Any]) -> str:
-    async with engine.connect() as conn:
-        result = await conn.execute(text(f"EXPLAIN {stmt.text}"), params)
-        return "\n".join(row[0] for row in result)
+async def _plan(db: Database, statement: str, params: dict[str, Any]) -> str:
+    return "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {statement}", params))
 
 
-async def test_lease_next_uses_the_partial_index(engine: AsyncEngine) -> None:
-    await _fill(engine)
+async def test_lease_next_uses_the_partial_index(db: Database) -> None:
+    await _fill(db)
     for ledger in (True, False):
         for max_ in (1, 100):
             params = {
@@ -61,25 +55,25 @@ async def test_lease_next_uses_the_partial_index(engine: AsyncEngine) -> None:
                 "now": at(1),
                 "tokens": [new_token() for _ in range(max_)],
             }
-            plan = await _plan(engine, sql.lease_next(ledger), params)
+            plan = await _plan(db, sql.lease_next(ledger), params)
             assert "Index Scan using leads_queued on leads" in plan, plan
             assert "Seq Scan on leads" not in plan, plan
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
 
 
-async def test_sweep_uses_the_expiry_index(engine: AsyncEngine) -> None:
-    await _fill(engine)
+async def test_sweep_uses_the_expiry_index(db: Database) -> None:
+    await _fill(db)
     for scoped in (True, False):
         params = {"session": "s3", "now": at(30), "limit": 1000}
-        plan = await _plan(engine, sql.sweep(True, scoped=scoped), params)
+        plan = await _plan(db, sql.sweep(True, scoped=scoped), params)
         assert "leads_leased_expiry" in plan, plan
         assert "Seq Scan on leads" not in plan, plan
 
 
-async def test_the_filled_table_leases_as_planned(engine: AsyncEngine) -> None:
+async def test_the_filled_table_leases_as_planned(db: Database) -> None:
     """The statement explained above runs and honours priority then age on that data."""
-    await _fill(engine)
-    queue = Queue(engine)
+    await _fill(db)
+    queue = Queue(db)
     leased = await queue.lease_next("s3", "w", max=100, now=at(1))
     assert len(leased) == 100
     keys = [(-lease.lead.priority, lease.lead.id) for lease in leased]
@@ -87,18 +81,15 @@ async def test_the_filled_table_leases_as_planned(engine: AsyncEngine) -> None:
     assert {lease.lead.session for lease in leased} == {"s3"}
 
 
-async def _finished_over_hours(engine: AsyncEngine) -> None:
+async def _finished_over_hours(db: Database) -> None:
     """_fill, with the finished leads last changed over the 28 hours before T0."""
-    await _fill(engine)
-    async with engine.connect() as conn:
-        await conn.execute(
-            text(
-                "UPDATE leads SET updated_at = CAST(:t0 AS timestamptz) "
-                "- make_interval(secs => id) WHERE status = 'done'"
-            ),
-            {"t0": T0},
-        )
-        await conn.execute(text("VACUUM ANALYZE leads"))
+    await _fill(db)
+    await db.rows(
+        "UPDATE leads SET updated_at = %(t0)s::timestamptz "
+        "- make_interval(secs => id) WHERE status = 'done'",
+        {"t0": T0},
+    )
+    await db.rows("VACUUM ANALYZE leads")
 
 
 # The scan that chooses the batch: EXPLAIN names the second reference to leads
@@ -107,69 +98,58 @@ async def _finished_over_hours(engine: AsyncEngine) -> None:
 CHOOSING_BY_SEQ_SCAN = re.compile(r"Seq Scan on leads\s+\(")
 
 
-async def test_prune_uses_the_terminal_index(engine: AsyncEngine) -> None:
-    await _finished_over_hours(engine)
+async def test_prune_uses_the_terminal_index(db: Database) -> None:
+    await _finished_over_hours(db)
     for older_than_s in (60.0, 86_400.0):  # most finished leads qualify; a few do
         params = {"older_than_s": older_than_s, "now": at(0), "limit": 1000}
-        plan = await _plan(engine, sql.prune(scoped=False), params)
+        plan = await _plan(db, sql.prune(scoped=False), params)
         assert "Index Scan using leads_terminal_updated on leads  (" in plan, plan
         assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
         assert "Sort" not in plan, plan  # the index gives the order
         assert "LockRows" in plan, plan
     scoped = {"older_than_s": 60.0, "now": at(0), "limit": 1000, "session": "s3"}
-    plan = await _plan(engine, sql.prune(scoped=True), scoped)
+    plan = await _plan(db, sql.prune(scoped=True), scoped)
     assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
 
     # And the statement explained above deletes what it should on that data.
-    async with engine.connect() as conn:
-        total = (await conn.execute(text("SELECT count(*) FROM leads"))).scalar()
-        expected = (
-            await conn.execute(
-                text(
-                    "SELECT count(*) FROM leads WHERE status = 'done' "
-                    "AND updated_at < CAST(:cutoff AS timestamptz)"
-                ),
-                {"cutoff": at(-86_400)},
-            )
-        ).scalar()
-    assert expected and total and expected < total
-    assert await Queue(engine).prune(86_400, now=at(0)) == expected
+    [total] = await db.rows("SELECT count(*) AS n FROM leads")
+    [expected] = await db.rows(
+        "SELECT count(*) AS n FROM leads WHERE status = 'done' "
+        "AND updated_at < %(cutoff)s::timestamptz",
+        {"cutoff": at(-86_400)},
+    )
+    assert expected["n"] and total["n"] and expected["n"] < total["n"]
+    assert await Queue(db).prune(86_400, now=at(0)) == expected["n"]
 
 
-async def test_the_throughput_window_uses_the_time_index(engine: AsyncEngine) -> None:
+async def test_the_throughput_window_uses_the_time_index(db: Database) -> None:
     """150,000 ledger rows over the last 5 hours of the real clock, a third of them ends."""
-    async with engine.connect() as conn:
-        await conn.execute(
-            text("""
+    await db.rows(
+        """
 INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
-SELECT n / 3, 's' || (n % :sessions),
-       (ARRAY['pushed', 'leased', 'completed'])[n % 3 + 1],
-       (ARRAY['queued', 'leased', 'done'])[n % 3 + 1], 1, 'w',
+SELECT n / 3, 's' || (n %% %(sessions)s),
+       (ARRAY['pushed', 'leased', 'completed'])[n %% 3 + 1],
+       (ARRAY['queued', 'leased', 'done'])[n %% 3 + 1], 1, 'w',
        now() - make_interval(secs => (150000 - n) * 0.12)
 FROM generate_series(1, 150000) AS n
-"""),
-            {"sessions": SESSIONS},
-        )
-        await conn.execute(text("VACUUM ANALYZE lead_events"))
+""",
+        {"sessions": SESSIONS},
+    )
+    await db.rows("VACUUM ANALYZE lead_events")
 
-    plan = await _plan(engine, data.per_minute(), {})
+    window = sql.per_minute(overview.WINDOW_MINUTES)
+    plan = await _plan(db, window, {})
     assert "lead_events_outcomes_at" in plan, plan
     assert "Seq Scan on lead_events" not in plan, plan
 
     # And the statement explained above counts what the ledger holds in the window
     # (one statement, so both counts see the same now()).
-    window = data.per_minute().text
-    async with engine.connect() as conn:
-        found = (
-            await conn.execute(
-                text(f"""
+    [found] = await db.rows(f"""
 SELECT (SELECT sum(completed) FROM ({window}) AS shown) AS shown,
        (SELECT count(*) FROM lead_events WHERE event = 'completed'
-        AND at >= now() - interval '{data.WINDOW_MINUTES} minutes') AS expected
+        AND at >= now() - interval '{overview.WINDOW_MINUTES} minutes') AS expected
 """)
-            )
-        ).one()
-        minutes = {r.ago for r in await conn.execute(data.per_minute())}
-    assert found.expected and 0 < found.expected < 50_000
-    assert found.shown == found.expected
-    assert minutes <= set(range(data.WINDOW_MINUTES))
+    minutes = {r["ago"] for r in await db.rows(window)}
+    assert found["expected"] and 0 < found["expected"] < 50_000
+    assert found["shown"] == found["expected"]
+    assert minutes <= set(range(overview.WINDOW_MINUTES))

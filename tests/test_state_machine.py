@@ -33,13 +33,12 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy import text
 
 from app.config import Settings
-from app.db import TERMINAL_STATUSES, create_engine
-from app.errors import Conflict, LeaseLost
-from app.model import CompleteItem, Counts, NewLead, RenewItem, SweepResult
+from app.pg import Database
 from app.queue import Queue
+from leaseq.errors import Conflict, LeaseLost
+from leaseq.model import FINAL_STATUSES, CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK
 
 SESSIONS = ("a", "b")
@@ -108,16 +107,15 @@ class LeaseMachine(RuleBasedStateMachine):
         self.owners = 0
 
     async def _start(self) -> Queue:
-        engine = create_engine(
+        db = Database.from_settings(
             Settings(statement_timeout_ms=30_000), self.database_url, pool_size=2
         )
-        async with engine.connect() as conn:
-            await conn.execute(text("TRUNCATE leads, lead_events RESTART IDENTITY"))
-        return Queue(engine)
+        await db.rows("TRUNCATE leads, lead_events RESTART IDENTITY")
+        return Queue(db)
 
     def teardown(self) -> None:
         try:
-            self.runner.run(self.queue.engine.dispose())
+            self.runner.run(self.queue.db.close())
         finally:
             self.runner.close()
 
@@ -337,7 +335,7 @@ class LeaseMachine(RuleBasedStateMachine):
         for lead_id, m in self.leads.items():
             assert m.attempts >= self.seen_attempts.get(lead_id, 0)
             before = self.seen_status.get(lead_id)
-            if before in TERMINAL_STATUSES and m.status != before:
+            if before in FINAL_STATUSES and m.status != before:
                 assert before == "failed" and self.last_retry == lead_id
             self.seen_attempts[lead_id] = m.attempts
             self.seen_status[lead_id] = m.status
@@ -364,20 +362,18 @@ class LeaseMachine(RuleBasedStateMachine):
             assert last_status == m.status  # every status change wrote its event
 
     async def _rows(self) -> dict[int, tuple[Any, ...]]:
-        query = text(
+        query = (
             "SELECT id, session, priority, key, status, attempts, max_attempts, owner, "
             "lease_token, lease_expires_at, available_at FROM leads"
         )
-        async with self.queue.engine.connect() as conn:
-            return {r[0]: tuple(r[1:]) for r in await conn.execute(query)}
+        return {r["id"]: tuple(r.values())[1:] for r in await self.queue.db.rows(query)}
 
     async def _ledger(self) -> dict[int, tuple[int, str]]:
-        query = text(
-            "SELECT lead_id, count(*) FILTER (WHERE event = 'leased'), "
-            "(array_agg(status ORDER BY id DESC))[1] FROM lead_events GROUP BY lead_id"
+        query = (
+            "SELECT lead_id, count(*) FILTER (WHERE event = 'leased') AS leased, "
+            "(array_agg(status ORDER BY id DESC))[1] AS status FROM lead_events GROUP BY lead_id"
         )
-        async with self.queue.engine.connect() as conn:
-            return {r[0]: (r[1], r[2]) for r in await conn.execute(query)}
+        return {r["lead_id"]: (r["leased"], r["status"]) for r in await self.queue.db.rows(query)}
 
 
 @pytest.mark.slow

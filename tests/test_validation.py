@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from app.errors import InvalidInput
-from app.model import CompleteItem, Counts, Lease, NewLead, RenewItem
 from app.queue import Queue
+from leaseq.errors import InvalidInput
+from leaseq.model import CompleteItem, Counts, Lease, NewLead, RenewItem
 from tests.support import T0, at, events, fetch, leads
 
 NAN = float("nan")
@@ -137,8 +137,8 @@ CASES: list[tuple[str, Call, str]] = [
 
 async def _snapshot(queue: Queue) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return (
-        await fetch(queue.engine, "SELECT * FROM leads ORDER BY id"),
-        await events(queue.engine),
+        await fetch(queue.db, "SELECT * FROM leads ORDER BY id"),
+        await events(queue.db),
     )
 
 

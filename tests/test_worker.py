@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app.client import AsyncClient, RetryPolicy
-from app.model import Counts, NewLead
-from app.worker import LOST, Cached, Job, Worker, run_worker
+from leaseq.client import AsyncClient, RetryPolicy
+from leaseq.model import Counts, NewLead
+from leaseq.worker import Cached, Job, StopReason, Worker, run_worker
 from tests.serving import ROOT, Service, Services, child_env, free_port
 from tests.worker_support import RecordingTransport, alive, completions, fresh_database, ledger
 
@@ -92,7 +92,8 @@ def start_worker(
     service: Service, session: str, args: list[str], log: Path
 ) -> subprocess.Popen[bytes]:
     """``leaseq worker`` as a subprocess (run from the repo root, logs to ``log``)."""
-    argv = [sys.executable, "-m", "app.cli", "worker", "--url", service.url, "-s", session, *args]
+    argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", service.url, "-s", session]
+    argv += args
     with log.open("ab") as out:
         return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=child_env()
@@ -184,7 +185,7 @@ async def test_an_operator_cancel_stops_a_sync_handler_and_its_result_is_dropped
     await client.cancel(lead_id)
     async with asyncio.timeout(5):
         stats = await a_run  # lost at the next heartbeat, then the queue is empty
-    assert reasons == [LOST] and stats.lost == 1 and stats.finished == 0
+    assert reasons == [StopReason.LOST] and stats.lost == 1 and stats.finished == 0
 
     await client.retry(lead_id)
     b = Worker(client, session, quick, owner="b", ttl_s=5, wait_s=2, grace_s=0)

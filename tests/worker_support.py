@@ -15,7 +15,7 @@ import httpx
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.db import libpq_url
+from app.pg import libpq_url
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from app.errors import LeaseqError
+from leaseq.errors import LeaseqError
 
 log = logging.getLogger("leaseq.api")
 

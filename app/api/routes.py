@@ -15,11 +15,10 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from app import metrics, report
+from app import metrics, overview, report
 from app.api.problems import ProblemResponse, responses, unavailable
-from app.api.runtime import Runtime, count_sweep
+from app.api.runtime import Runtime
 from app.api.schemas import (
-    MAX_LEAD_ID,
     AllStatsOut,
     BatchOut,
     CompleteBatchIn,
@@ -40,12 +39,12 @@ from app.api.schemas import (
     SweepIn,
     SweepOut,
 )
-from app.config import SESSION_PATTERN
-from app.dashboard import data, page
-from app.errors import LeaseLost, Unavailable
+from app.dashboard import page
 from app.listener import lease_waiting
-from app.model import AllCounts, CompleteItem, NewLead, RenewItem
 from app.queue import Queue
+from leaseq.errors import LeaseLost, Unavailable
+from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
+from leaseq.model import AllCounts, CompleteItem, NewLead, RenewItem
 
 
 # Dependencies are coroutines so FastAPI calls them inline, not in its threadpool.
@@ -238,7 +237,7 @@ async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
     """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);
     a lead that reached `max_attempts` becomes `failed` instead."""
     result = await queue.sweep_all() if body.session is None else await queue.sweep(body.session)
-    count_sweep(result, "api")
+    metrics.count_sweep(result, "api")
     return SweepOut.model_validate(result)
 
 
@@ -324,7 +323,7 @@ async def operator_dashboard() -> HTMLResponse:
 async def operator_dashboard_data(queue: QueueDep) -> JSONResponse:
     """What the dashboard shows: counts, oldest queued lead and completions per minute per
     session, the leases closest to expiry, the latest failures."""
-    return JSONResponse(page.to_json(await data.snapshot(queue)))
+    return JSONResponse(page.to_json(await overview.snapshot(queue)))
 
 
 # -- probes ------------------------------------------------------------------

@@ -8,7 +8,7 @@ object never carries its lease token.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
@@ -24,23 +24,26 @@ from pydantic import (
     model_validator,
 )
 
-from app import validation
-from app.config import (
+from app.report import Report
+from leaseq.limits import (
+    INT32_MAX,
+    MAX_ATTEMPTS,
+    MAX_DELAY_S,
+    MAX_ERROR_CHARS,
     MAX_ITEM_BATCH,
+    MAX_KEY_CHARS,
+    MAX_LEAD_ID,
     MAX_LEASE_BATCH,
+    MAX_OWNER_CHARS,
     MAX_PUSH_BATCH,
+    MAX_TOKEN_CHARS,
     MAX_TTL_S,
     MAX_WAIT_S,
+    MIN_TTL_S,
     SESSION_PATTERN,
 )
-from app.model import AllCounts, Counts, FinalStatus, ItemResult, Lead, Lease, Status
-from app.report import Report
-
-
-def rfc3339(value: datetime) -> str:
-    """``2026-01-02T03:04:05.678901Z``."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
+from leaseq.model import AllCounts, Counts, FinalStatus, ItemResult, Lead, Lease, Status
+from leaseq.timefmt import rfc3339
 
 Timestamp = Annotated[
     datetime,
@@ -48,17 +51,18 @@ Timestamp = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 SessionName = Annotated[str, Field(pattern=SESSION_PATTERN, examples=["s"])]
-# The largest lead id the API takes: the largest integer JSON carries exactly everywhere
-# (I-JSON, RFC 7493: parsers may read numbers as doubles), so /openapi.json states it exactly.
-MAX_LEAD_ID = 2**53 - 1
 LeadId = Annotated[int, Field(ge=1, le=MAX_LEAD_ID)]
-Token = Annotated[str, Field(min_length=1, max_length=200)]
+Token = Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]
 TtlS = Annotated[
     float,
-    Field(ge=1, le=MAX_TTL_S, description="Lease time in seconds; default LEASEQ_LEASE_TTL_S."),
+    Field(
+        ge=MIN_TTL_S,
+        le=MAX_TTL_S,
+        description="Lease time in seconds; default LEASEQ_LEASE_TTL_S.",
+    ),
 ]
-DelayS = Annotated[float, Field(ge=0, le=validation.MAX_DELAY_S)]
-ErrorText = Annotated[str, Field(min_length=1, max_length=validation.MAX_ERROR_CHARS)]
+DelayS = Annotated[float, Field(ge=0, le=MAX_DELAY_S)]
+ErrorText = Annotated[str, Field(min_length=1, max_length=MAX_ERROR_CHARS)]
 
 
 class Body(BaseModel):
@@ -102,16 +106,16 @@ class Answer(BaseModel):
 
 class NewLeadIn(Body):
     payload: dict[str, Any] = Field(description="Any JSON object.")
-    priority: int = Field(0, ge=-(2**31), le=validation.INT32_MAX, description="Higher first.")
+    priority: int = Field(0, ge=-INT32_MAX - 1, le=INT32_MAX, description="Higher first.")
     key: str | None = Field(
         None,
         min_length=1,
-        max_length=validation.MAX_KEY_CHARS,
+        max_length=MAX_KEY_CHARS,
         description="Dedupe key: a key already in the session is not pushed again.",
     )
-    depth: int = Field(0, ge=0, le=validation.INT32_MAX)
+    depth: int = Field(0, ge=0, le=INT32_MAX)
     parent_id: LeadId | None = None
-    max_attempts: int | None = Field(None, ge=1, le=10_000)
+    max_attempts: int | None = Field(None, ge=1, le=MAX_ATTEMPTS)
     delay_s: DelayS = Field(0, description="Not leasable before this many seconds.")
 
 
@@ -121,7 +125,7 @@ class PushIn(Body):
 
 class LeaseIn(Body):
     session: SessionName
-    owner: str = Field(min_length=1, max_length=validation.MAX_OWNER_CHARS, examples=["w1"])
+    owner: str = Field(min_length=1, max_length=MAX_OWNER_CHARS, examples=["w1"])
     max: int = Field(1, ge=1, le=MAX_LEASE_BATCH)
     ttl_s: TtlS | None = None
     wait_s: float = Field(

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app import __version__
-from app.dashboard.data import STATUSES, WINDOW_MINUTES, SessionView, Snapshot
-from app.db import AUTOVACUUM_OFF
+from app.maintenance import AUTOVACUUM_OFF
+from app.overview import WINDOW_MINUTES, SessionView, Snapshot
+from leaseq.model import STATUSES
+from leaseq.timefmt import rfc3339
 
 POLL_INTERVAL_MS = 2000
 
@@ -29,10 +30,6 @@ def shell() -> str:
         window_minutes=WINDOW_MINUTES,
         statuses=STATUSES,
     )
-
-
-def _time(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _session(view: SessionView) -> dict[str, Any]:
@@ -55,7 +52,7 @@ def warnings(snapshot: Snapshot) -> list[str]:
 def to_json(snapshot: Snapshot) -> dict[str, Any]:
     """The snapshot as JSON values; timestamps in RFC 3339 UTC."""
     return {
-        "now": _time(snapshot.now),
+        "now": rfc3339(snapshot.now),
         "autovacuum": snapshot.autovacuum,
         "warnings": warnings(snapshot),
         "window_minutes": WINDOW_MINUTES,
@@ -63,5 +60,5 @@ def to_json(snapshot: Snapshot) -> dict[str, Any]:
         "total": _session(snapshot.total),
         "hidden_sessions": snapshot.hidden_sessions,
         "expiring": [asdict(lease) for lease in snapshot.expiring],
-        "failures": [{**asdict(f), "at": _time(f.at)} for f in snapshot.failures],
+        "failures": [{**asdict(f), "at": rfc3339(f.at)} for f in snapshot.failures],
     }

@@ -34,7 +34,7 @@ Serve = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 def runtime_of(client: httpx.AsyncClient) -> Runtime:
-    """The runtime (queue, listener, engine) behind an in-process client."""
+    """The runtime (database, queue, listener) behind an in-process client."""
     app: FastAPI = client.app  # type: ignore[attr-defined]
     runtime: Runtime = app.state.runtime
     return runtime

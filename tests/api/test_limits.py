@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -10,9 +13,10 @@ import pytest
 
 from app import serve as serving
 from app.config import DEFAULT_MAX_PAYLOAD_BYTES, Settings
-from app.errors import InvalidInput
-from app.model import CompleteItem, NewLead
+from app.pg import Connection, Database
 from app.queue import Queue
+from leaseq.errors import InvalidInput
+from leaseq.model import CompleteItem, NewLead
 from tests.api import shapes
 from tests.api.conftest import Serve, runtime_of
 
@@ -33,15 +37,15 @@ async def test_a_payload_over_the_limit_is_refused_and_nothing_is_written(queue:
     assert (await queue.stats("s")).queued == 1
 
 
-async def test_the_payload_limit_counts_bytes_not_characters(engine: Any) -> None:
-    queue = Queue(engine, max_payload_bytes=64)
+async def test_the_payload_limit_counts_bytes_not_characters(db: Database) -> None:
+    queue = Queue(db, max_payload_bytes=64)
     with pytest.raises(InvalidInput, match="payload"):
         await queue.push("s", [NewLead({"t": "é" * 20})])  # 20 characters, 120 bytes escaped
     await queue.push("s", [NewLead({"t": "é" * 5})])
 
 
-async def test_a_result_over_the_limit_is_refused_and_the_lease_stays_valid(engine: Any) -> None:
-    queue = Queue(engine, max_payload_bytes=1024)
+async def test_a_result_over_the_limit_is_refused_and_the_lease_stays_valid(db: Database) -> None:
+    queue = Queue(db, max_payload_bytes=1024)
     await queue.push("s", [NewLead({})])
     [held] = await queue.lease_next("s", "w")
     with pytest.raises(InvalidInput, match=r"^result: must be at most 1024 bytes"):
@@ -78,11 +82,28 @@ async def test_the_api_refuses_a_large_payload_and_result_with_422(serve: Serve)
         assert lead["status"] == "leased"
 
 
+@asynccontextmanager
+async def holding(db: Database) -> AsyncIterator[None]:
+    """One connection of ``db``'s pool checked out and busy until the block ends."""
+    taken, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(conn: Connection) -> None:
+        await conn.execute("SELECT 1")
+        taken.set()
+        await release.wait()
+
+    held = asyncio.create_task(db.run(hold))
+    await taken.wait()
+    try:
+        yield
+    finally:
+        release.set()
+        await held
+
+
 async def test_an_exhausted_pool_answers_503_within_the_pool_timeout(serve: Serve) -> None:
     async with serve(pool_size=1, pool_timeout_s=0.5) as client:
-        engine = runtime_of(client).engine
-        async with engine.connect() as held:  # the only connection of the pool
-            await held.exec_driver_sql("SELECT 1")
+        async with holding(runtime_of(client).db):  # the only connection of the pool
             started = time.monotonic()
             response = await client.get("/sessions/s/stats")
             elapsed = time.monotonic() - started
@@ -92,16 +113,11 @@ async def test_an_exhausted_pool_answers_503_within_the_pool_timeout(serve: Serv
 
 
 async def test_an_exhausted_pool_does_not_hold_a_long_poll_forever(serve: Serve) -> None:
-    async with serve(pool_size=1, pool_timeout_s=0.5) as client:
-        engine = runtime_of(client).engine
-        async with engine.connect() as held:
-            await held.exec_driver_sql("SELECT 1")
-            started = time.monotonic()
-            response = await client.post(
-                "/lease", json={"session": "s", "owner": "w", "wait_s": 20}
-            )
-            assert time.monotonic() - started < 2.0
-            shapes.problem(response, 503, "unavailable")
+    async with serve(pool_size=1, pool_timeout_s=0.5) as client, holding(runtime_of(client).db):
+        started = time.monotonic()
+        response = await client.post("/lease", json={"session": "s", "owner": "w", "wait_s": 20})
+        assert time.monotonic() - started < 2.0
+        shapes.problem(response, 503, "unavailable")
 
 
 def test_the_server_bounds_connections_heads_and_idle_keep_alive() -> None:
@@ -113,10 +129,8 @@ def test_the_server_bounds_connections_heads_and_idle_keep_alive() -> None:
 
 async def test_every_database_call_is_bounded_by_statement_timeout(serve: Serve) -> None:
     async with serve(statement_timeout_ms=1234) as client:
-        engine = runtime_of(client).engine
-        async with engine.connect() as conn:
-            shown = (await conn.exec_driver_sql("SHOW statement_timeout")).scalar_one()
-        assert shown == "1234ms"
+        [shown] = await runtime_of(client).db.rows("SHOW statement_timeout")
+        assert shown["statement_timeout"] == "1234ms"
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from app.model import NewLead
+from leaseq.model import NewLead
 from tests.api import shapes
 from tests.api.conftest import runtime_of
 

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 
 from app.api.app import create_app
 from app.config import Settings
-from app.db import libpq_url
+from app.pg import libpq_url
 from tests.api import shapes
 from tests.api.conftest import Serve, listening, serving, until, waiters
 from tests.api.proxy import Proxy

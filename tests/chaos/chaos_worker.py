@@ -1,6 +1,6 @@
 """One chaos worker process: ``python -m tests.chaos.chaos_worker URL SESSION LOG OWNER``.
 
-Runs ``app.worker.Worker`` forever over REST (leases in batches, renews,
+Runs ``leaseq.worker.Worker`` forever over REST (leases in batches, renews,
 completes) and appends ``lead_id attempt owner`` to LOG for each completion the
 service accepted. The line is written with one ``write`` on an O_APPEND file,
 so a kill -9 never leaves half a line, and a completion the service accepted
@@ -15,9 +15,9 @@ import random
 import sys
 from typing import Any
 
-from app.client import AsyncClient
-from app.model import FinalStatus, Lead
-from app.worker import Job, Worker
+from leaseq.client import AsyncClient
+from leaseq.model import FinalStatus, Lead
+from leaseq.worker import Job, Worker
 
 CONCURRENCY = 4
 TTL_S = 2.5

@@ -35,7 +35,7 @@ import psycopg
 import pytest
 
 from app import embedded
-from app.db import libpq_url
+from app.pg import libpq_url
 from tests.serving import ROOT, Service, Services, child_env, free_port, stop_postgres
 
 pytestmark = [pytest.mark.service, pytest.mark.slow, pytest.mark.timeout(360)]

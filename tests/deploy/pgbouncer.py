@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.db import libpq_url
+from app.pg import libpq_url
 from tests.serving import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent

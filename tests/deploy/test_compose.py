@@ -23,8 +23,8 @@ import typer
 from alembic.config import CommandLine
 from sqlalchemy.engine import make_url
 
-from app import cli
 from app.config import Settings
+from leaseq.cli.root import command_tree
 from tests.deploy.compose import (
     ROOT,
     ImageRun,
@@ -150,7 +150,7 @@ def cli_envvars(command: Any) -> set[str]:
 @pytest.mark.parametrize("run", image_runs(), ids=lambda run: run.service)
 def test_every_leaseq_variable_is_a_setting_or_a_cli_option(run: ImageRun) -> None:
     known = {f"LEASEQ_{name.upper()}" for name in Settings.model_fields}
-    known |= cli_envvars(typer.main.get_command(cli.app))
+    known |= cli_envvars(command_tree())
     used = {key for key in run.environment if key.startswith("LEASEQ_")}
     assert used and used <= known, used - known
     Settings(**settings_of(run))  # and each value is one the setting accepts
@@ -162,7 +162,7 @@ def test_the_entrypoint_hands_every_leaseq_verb_to_leaseq() -> None:
 
 
 def cli_commands() -> set[str]:
-    command: Any = typer.main.get_command(cli.app)
+    command: Any = command_tree()
     return set(command.commands)
 
 
@@ -173,7 +173,7 @@ def parsed(argv: list[str], environment: dict[str, str]) -> Iterator[Any]:
     with ExitStack() as stack, pytest.MonkeyPatch.context() as env:
         for key, value in environment.items():
             env.setenv(key, value)
-        command: Any = typer.main.get_command(cli.app)
+        command: Any = command_tree()
         ctx: Any = None
         name, args = "leaseq", list(argv)
         while hasattr(command, "commands"):  # a group: the next argument names its command

@@ -1,6 +1,6 @@
 """leaseq through PgBouncer in transaction mode (Debian's package, started by the tests).
 
-With ``database_pooled`` the engine keeps no session state on the pooled
+With ``database_pooled`` the pool keeps no session state on the pooled
 connections (no startup options, no prepared statements, no LISTEN); long
 polls are woken by NOTIFY over the direct ``listen_database_url``, or by the
 slow poll when only the pooler is reachable. The whole API suite runs once
@@ -19,21 +19,20 @@ from datetime import timedelta
 import httpx
 import psycopg
 import pytest
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
-from app.db import create_engine
-from app.model import NewLead
+from app.pg import Database
 from app.queue import Queue
 from app.serve import ServeError, migration_url
+from leaseq.model import NewLead
 from tests.api.conftest import POOLER_URL_ENV, listening, runtime_of, serving, waiters
 from tests.deploy import pgbouncer as pgb
 from tests.deploy.pgbouncer import PgBouncer
 from tests.serving import ROOT, Services
 
 # The one API test that is about the direct connection: through a pooler the
-# statement_timeout comes from the pooler's connect_query, not from the engine.
+# statement_timeout comes from the pooler's connect_query, not from the pool's.
 DIRECT_ONLY = (
     "tests/api/test_limits.py::test_every_database_call_is_bounded_by_statement_timeout",
 )
@@ -95,8 +94,8 @@ async def test_the_pooled_server_connection_keeps_no_session_state(
     # so what the queue leaves behind on it is there to see.
     bouncer = start_pgbouncer(pool_size=1)
     settings = pooled_settings(bouncer, database_url, statement_timeout_ms=1234)
-    engine = create_engine(settings, settings.database_url or "", pool_size=4)
-    queue = Queue(engine)
+    db = Database.from_settings(settings, pool_size=4)
+    queue = Queue(db)
     try:
 
         async def work(worker: int) -> None:
@@ -108,30 +107,25 @@ async def test_the_pooled_server_connection_keeps_no_session_state(
                 await queue.stats("s")
 
         await asyncio.gather(*(work(w) for w in range(4)))
-        async with engine.connect() as conn:
-            state = (
-                await conn.execute(
-                    text(
-                        "SELECT (SELECT count(*) FROM pg_prepared_statements) AS prepared,"
-                        " (SELECT count(*) FROM pg_listening_channels()) AS listening,"
-                        " current_setting('statement_timeout') AS statement_timeout"
-                    )
-                )
-            ).one()
+        [state] = await db.rows(
+            "SELECT (SELECT count(*) FROM pg_prepared_statements) AS prepared,"
+            " (SELECT count(*) FROM pg_listening_channels()) AS listening,"
+            " current_setting('statement_timeout') AS statement_timeout"
+        )
         assert (await queue.stats("s")).done == 32
     finally:
-        await engine.dispose()
-    assert state.prepared == 0
-    assert state.listening == 0
-    # The pooler's connect_query, not the engine's setting: no startup options go through.
-    assert state.statement_timeout == f"{pgb.STATEMENT_TIMEOUT_MS // 1000}s"
+        await db.close()
+    assert state["prepared"] == 0
+    assert state["listening"] == 0
+    # The pooler's connect_query, not the pool's setting: no startup options go through.
+    assert state["statement_timeout"] == f"{pgb.STATEMENT_TIMEOUT_MS // 1000}s"
     assert bouncer.transactions(dbname(database_url)) > 4 * 8 * 4
 
 
 def test_prepared_statements_need_the_setting_or_the_poolers_support(
     start_pgbouncer: Callable[..., PgBouncer], database_url: str
 ) -> None:
-    """Why the engine prepares nothing behind a pooler: two clients sharing one server
+    """Why the pool prepares nothing behind a pooler: two clients sharing one server
     connection both name their statement ``_pg3_0`` (unless the pooler tracks them)."""
     supports = pgb.version() >= (1, 21)
     extra = "max_prepared_statements = 100\n" if supports else ""

@@ -1,6 +1,6 @@
 """Past one PostgreSQL (docs/scaling.md): which statements stay inside one session.
 
-Every statement of ``app.sql`` (and the session report's) is classified:
+Every statement of ``app.sql`` is classified:
 scoped to one session, to one lead, or across sessions. Sharding by session
 (Citus, or several databases behind a router) needs the first kind on the hot
 path, so the test proves it on a stand-in: the schema with ``leads`` and
@@ -20,22 +20,20 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import TextClause, text
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.schema import CreateIndex
 
 from app import db, migrate, report, sql
 from app.config import Settings
-from app.db import create_engine, libpq_url
-from app.model import NewLead
+from app.pg import Database, libpq_url
 from app.queue import Queue
+from leaseq.model import NewLead
 from tests.deploy.compose import ROOT
 
 PARTITIONS = 4
 
 # Hot path, routed by session: each reads and writes the rows of one session only.
-SESSION_SCOPED: dict[str, Callable[[], TextClause]] = {
+SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "push": lambda: sql.push(True),
     "push, ledger off": lambda: sql.push(False),
     "existing_keys": sql.existing_keys,
@@ -43,15 +41,18 @@ SESSION_SCOPED: dict[str, Callable[[], TextClause]] = {
     "lease_next, ledger off": lambda: sql.lease_next(False),
     "sweep of one session": lambda: sql.sweep(True, scoped=True),
     "stats": sql.stats,
-    "report": report.session_report,
-    "report attempts": report.attempts_per_lead,
-    "report owners": report.owners,
+    "report": sql.session_report,
+    "report attempts": sql.attempts_per_lead,
+    "report owners": sql.owners,
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = ("renew_many", "complete_many", "release", "cancel", "retry", "get")
 # Across sessions by design: recovery, maintenance and the operator's totals.
 CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune")
-NO_TABLE = ("db_now", "autovacuum")
+# The dashboard's overview: cold reads across sessions, once per poll.
+OVERVIEW = ("oldest_queued", "per_minute", "expiring", "failures")
+NO_TABLE = ("db_now", "autovacuum", "schema_revision")
+HELPERS = ("in_list",)  # builds SQL text from constants; not a statement
 
 PARAMETERS: dict[str, Any] = {
     "session": "s1",
@@ -79,13 +80,15 @@ def statement_names() -> set[str]:
         if getattr(function, "__module__", None) == sql.__name__
         and not name.startswith("_")
         and not inspect.isclass(function)
+        and name not in HELPERS
     }
 
 
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
-    cross = {"stats_all", "prune"}
+    session_scoped |= {"session_report", "attempts_per_lead", "owners"}
+    cross = {"stats_all", "prune", *OVERVIEW}
     assert statement_names() == session_scoped | set(LEAD_SCOPED) | cross | set(NO_TABLE)
     written = (ROOT / "docs" / "scaling.md").read_text()
     for name in [*session_scoped, *LEAD_SCOPED, *cross]:
@@ -94,12 +97,12 @@ def test_every_statement_is_classified() -> None:
 
 @pytest.mark.parametrize("name", LEAD_SCOPED)
 def test_lead_scoped_statements_touch_leads_by_id_only(name: str) -> None:
-    statement: TextClause = getattr(sql, name)(*_ledger_args(getattr(sql, name)))
-    where = re.findall(r"WHERE ([^\n]*)", statement.text)
-    assert where and all(re.search(r"\bl?\.?id = (:lead_id|req\.lead_id)", w) for w in where)
+    statement: str = getattr(sql, name)(*_ledger_args(getattr(sql, name)))
+    where = re.findall(r"WHERE ([^\n]*)", statement)
+    assert where and all(re.search(r"\bl?\.?id = (%\(lead_id\)s|req\.lead_id)", w) for w in where)
 
 
-def _ledger_args(function: Callable[..., TextClause]) -> list[bool]:
+def _ledger_args(function: Callable[..., str]) -> list[bool]:
     return [True] if "ledger" in inspect.signature(function).parameters else []
 
 
@@ -143,12 +146,12 @@ def partition_by_session(url: str) -> None:
 
 
 @pytest.fixture
-async def partitioned(empty_database_url: str) -> AsyncIterator[AsyncEngine]:
+async def partitioned(empty_database_url: str) -> AsyncIterator[Database]:
     migrate.upgrade(empty_database_url)
     partition_by_session(empty_database_url)
-    engine = create_engine(Settings(statement_timeout_ms=30_000), empty_database_url)
-    yield engine
-    await engine.dispose()
+    settings = Settings(statement_timeout_ms=30_000)
+    async with Database.from_settings(settings, empty_database_url) as pool:
+        yield pool
 
 
 def partitions_in(plan: Any) -> dict[str, set[str]]:
@@ -177,22 +180,21 @@ def partitions_in(plan: Any) -> dict[str, set[str]]:
     return found
 
 
-async def explain(engine: AsyncEngine, statement: TextClause) -> Any:
-    names = set(statement._bindparams)  # the statement's parameter names
+async def explain(pool: Database, statement: str) -> Any:
+    names = set(re.findall(r"%\((\w+)\)s", statement))  # the statement's parameter names
     missing = names - set(PARAMETERS)
     assert not missing, f"give PARAMETERS a value for {missing}"
-    async with engine.connect() as conn:
-        result = await conn.execute(
-            text(f"EXPLAIN (FORMAT JSON) {statement.text}"),
-            {k: v for k, v in PARAMETERS.items() if k in names},
-        )
-        plan = result.scalar_one()
+    [row] = await pool.rows(
+        f"EXPLAIN (FORMAT JSON) {statement}",
+        {k: v for k, v in PARAMETERS.items() if k in names},
+    )
+    plan = row["QUERY PLAN"]
     return json.loads(plan) if isinstance(plan, str) else plan
 
 
 @pytest.mark.parametrize("name", SESSION_SCOPED)
 async def test_a_session_scoped_statement_reads_one_partition(
-    partitioned: AsyncEngine, name: str
+    partitioned: Database, name: str
 ) -> None:
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
     assert len(touched["leads"]) <= 1 and len(touched["lead_events"]) <= 1, touched
@@ -204,13 +206,13 @@ async def test_a_session_scoped_statement_reads_one_partition(
 
 
 async def test_a_cross_session_statement_reads_every_partition(
-    partitioned: AsyncEngine,
+    partitioned: Database,
 ) -> None:
     touched = partitions_in(await explain(partitioned, sql.stats_all()))
     assert len(touched["leads"]) == PARTITIONS
 
 
-async def test_the_queue_works_on_the_partitioned_schema(partitioned: AsyncEngine) -> None:
+async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) -> None:
     queue = Queue(partitioned)
     sessions = [f"s{i}" for i in range(6)]
     for session in sessions:

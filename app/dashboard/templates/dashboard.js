@@ -3,7 +3,8 @@
 // The token (when the service wants one) is asked once and kept in sessionStorage.
 (function () {
   const TOKEN_KEY = "leaseq-token";
-  const STATUSES = ["queued", "leased", "done", "failed", "cached", "pending"];
+  // The statuses of leaseq.model, as the page names them, then the sum of the first two.
+  const STATUSES = document.body.dataset.statuses.split(" ").concat(["pending"]);
   const pollMs = Number(document.body.dataset.pollMs) || 2000;
   const $ = (id) => document.getElementById(id);
   let timer = null;

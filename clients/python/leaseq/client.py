@@ -1,8 +1,8 @@
 """The HTTP client of the leaseq REST API (SPEC.md), for workers and scripts.
 
 One implementation, asynchronous (``AsyncClient``): the work loop needs many
-calls in flight at once. Answers are parsed into the ``app.model`` dataclasses;
-problem+json answers are raised as the ``app.errors`` exceptions the core
+calls in flight at once. Answers are parsed into the ``leaseq.model`` dataclasses;
+problem+json answers are raised as the ``leaseq.errors`` exceptions the service
 raises, chosen by their ``code``. Connection errors and 502/503/504 answers are
 retried with exponential backoff and jitter; a 4xx answer never is.
 
@@ -22,9 +22,18 @@ from urllib.parse import quote
 
 import httpx
 
-from app.config import MAX_ITEM_BATCH, MAX_PUSH_BATCH
-from app.errors import Conflict, InvalidInput, LeaseLost, LeaseqError, NotFound, Unavailable
-from app.model import (
+from leaseq import timefmt
+from leaseq.errors import (
+    BY_CODE,
+    ApiError,
+    InvalidInput,
+    LeaseqError,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+)
+from leaseq.limits import MAX_ITEM_BATCH, MAX_PUSH_BATCH
+from leaseq.model import (
     AllCounts,
     CompleteItem,
     Counts,
@@ -41,34 +50,6 @@ from app.model import (
 DEFAULT_TIMEOUT_S = 10.0
 RETRY_STATUSES = frozenset({502, 503, 504})
 _T = TypeVar("_T")
-
-
-class ApiError(LeaseqError):
-    """The service answered with an error this client has no exception class for."""
-
-    code = "api_error"
-
-    def __init__(self, detail: str | None = None, *, code: str | None = None) -> None:
-        super().__init__(detail)
-        if code:
-            self.code = code
-
-
-class Unauthorized(ApiError):
-    """The service wants a valid bearer token (--token / LEASEQ_TOKEN)."""
-
-    code = "unauthorized"
-
-
-class PayloadTooLarge(ApiError):
-    """The request body is larger than the service accepts."""
-
-    code = "payload_too_large"
-
-
-_ERRORS: dict[str, type[LeaseqError]] = {
-    cls.code: cls for cls in (LeaseLost, NotFound, InvalidInput, Conflict, Unavailable)
-} | {Unauthorized.code: Unauthorized, PayloadTooLarge.code: PayloadTooLarge}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +75,7 @@ NO_RETRY = RetryPolicy(attempts=1)
 
 
 def _time(value: Any) -> datetime:
-    return datetime.fromisoformat(value)
+    return timefmt.parse(value)
 
 
 def _maybe_time(value: Any) -> datetime | None:
@@ -153,7 +134,7 @@ def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
     """The exception for a problem+json answer: the class of its ``code``, else ``ApiError``."""
     code = problem.get("code")
     detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
-    cls = _ERRORS.get(code) if isinstance(code, str) else None
+    cls = BY_CODE.get(code) if isinstance(code, str) else None
     exc: LeaseqError
     if cls is InvalidInput:
         field, sep, message = detail.partition(": ")
@@ -168,8 +149,8 @@ def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
         exc = Unavailable(detail)
     else:
         exc = ApiError(detail, code=code if isinstance(code, str) else None)
-    exc.status = status  # type: ignore[attr-defined]
-    exc.problem = dict(problem)  # type: ignore[attr-defined]
+    exc.status = status
+    exc.problem = dict(problem)
     return exc
 
 
@@ -212,7 +193,7 @@ def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
 class AsyncClient:
     """The leaseq REST API over HTTP. Use ``async with AsyncClient(url) as client``.
 
-    Every method raises the ``app.errors`` exception of the answer's ``code``
+    Every method raises the ``leaseq.errors`` exception of the answer's ``code``
     (``LeaseLost``, ``NotFound``, ``InvalidInput``, ``Conflict``,
     ``Unavailable``), ``Unauthorized`` / ``PayloadTooLarge`` / ``ApiError``
     otherwise, and ``Unavailable`` when the service cannot be reached after

@@ -1,6 +1,6 @@
-"""The CLI's client verbs (push, stats, sweep) over ``app.client``: input, calls, one-line errors.
+"""The client verbs (push, stats, sweep) over ``leaseq.client``: input, calls, one-line errors.
 
-``app.client.AsyncClient`` makes the HTTP calls; this module reads leads from
+``leaseq.client.AsyncClient`` makes the HTTP calls; this module reads leads from
 JSON lines, runs each verb to completion, and turns any failure — the
 service unreachable, a problem+json answer, a bad line of input — into
 ``CliError`` whose message is one line for the CLI to print.
@@ -9,6 +9,7 @@ service unreachable, a problem+json answer, a bad line of input — into
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -16,27 +17,21 @@ from typing import Any
 
 import httpx
 
-from app.client import AsyncClient, RetryPolicy
-from app.config import MAX_PUSH_BATCH, SESSION_PATTERN
-from app.errors import LeaseqError
-from app.model import AllCounts, Counts, PushResult, SweepResult
+from leaseq.cli.output import CliError, one_line
+from leaseq.client import AsyncClient, RetryPolicy
+from leaseq.errors import LeaseqError
+from leaseq.limits import MAX_PUSH_BATCH, SESSION_PATTERN
+from leaseq.model import AllCounts, Counts, NewLead, PushResult, SweepResult
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
-LEAD_FIELDS = frozenset(
-    {"payload", "priority", "key", "depth", "parent_id", "max_attempts", "delay_s"}
-)
-
-
-class CliError(Exception):
-    """A verb failed; the message is one line."""
+LEAD_FIELDS = frozenset(field.name for field in dataclasses.fields(NewLead))
 
 
 class Service:
     """The verbs against the service at ``url``; each call runs to completion."""
 
-    def __init__(self, url: str = DEFAULT_URL, token: str | None = None) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
 
@@ -99,16 +94,12 @@ def error_line(exc: LeaseqError, url: str) -> str:
     """One line for a failed call: why the service was unreachable, or its problem answer."""
     if isinstance(exc.__cause__, httpx.TransportError):
         reason = str(exc.__cause__).strip() or type(exc.__cause__).__name__
-        return _one_line(f"cannot reach leaseq at {url}: {reason}")
+        return one_line(f"cannot reach leaseq at {url}: {reason}")
     status = getattr(exc, "status", None)
     message = f"{status} {exc.code}: {exc.detail}" if status else f"{exc.code}: {exc.detail}"
     if status == 401:
         message += " (pass --token or set LEASEQ_TOKEN)"
-    return _one_line(message)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return one_line(message)
 
 
 def check_session(session: str) -> str:

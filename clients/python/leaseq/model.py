@@ -1,14 +1,22 @@
-"""The values the queue hands out: plain frozen dataclasses, no behaviour, no HTTP."""
+"""The values of the queue, shared by the service and its clients: frozen dataclasses, no HTTP.
+
+``Status`` and ``FinalStatus`` are the one source of the status lists: the
+database's check constraint, the metrics, the dashboard and the validation
+all derive theirs from them (``STATUSES``, ``FINAL_STATUSES``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Status = Literal["queued", "leased", "done", "failed", "cached"]
 FinalStatus = Literal["done", "failed", "cached"]
 JSON = Any
+
+STATUSES: tuple[Status, ...] = get_args(Status)
+FINAL_STATUSES: tuple[FinalStatus, ...] = get_args(FinalStatus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
-"""What the dashboard shows, read through the queue's connection handling (no HTTP here).
+"""The operator's overview of the queue at one instant: what the dashboard shows.
 
-One ``snapshot`` is seven statements on one connection: the database clock,
-whether the server runs autovacuum, counts per session (``sql.stats_all``),
-the age of the oldest queued lead per session, completions and wasted
-attempts per minute over the last ``WINDOW_MINUTES`` (from the ledger), the
-leases closest to expiry and the latest failures.
+One ``snapshot`` is seven statements (``app.sql``) on one connection: the
+database clock, whether the server runs autovacuum, counts per session, the
+age of the oldest queued lead per session, completions and wasted attempts
+per minute over the last ``WINDOW_MINUTES`` (from the ledger), the leases
+closest to expiry and the latest failures. Part of the domain, as the report
+is: the dashboard (``app.dashboard``) shapes it, and knows no SQL.
 
 The window is read through index ``lead_events_outcomes_at`` (the ends of
 attempts by time), so its cost follows the events in the window, not the size
@@ -16,22 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any, cast
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app import sql
-from app.model import Counts
+from app.pg import Connection, Row, execute
 from app.queue import Queue
+from leaseq.model import Counts
 
 WINDOW_MINUTES = 15
 MAX_SESSIONS = 100
 EXPIRING = 10
 FAILURES = 10
-STATUSES = ("queued", "leased", "done", "failed", "cached")
-OUTCOME_EVENTS = "('completed', 'expired', 'released')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,72 +79,20 @@ class Snapshot:
     autovacuum: bool = True
 
 
-@cache
-def oldest_queued() -> TextClause:
-    """Seconds since the oldest leasable queued lead of each session became leasable."""
-    return text("""
-SELECT session, extract(epoch FROM now() - min(available_at)) AS age_s
-FROM leads WHERE status = 'queued' AND available_at <= now()
-GROUP BY session
-""")
+Rows = list[Row]
 
 
-@cache
-def per_minute() -> TextClause:
-    """Completions and wasted attempts (expired or released leases) per session and minute ago.
-
-    The event filter is the predicate of index ``lead_events_outcomes_at``, word for word.
-    """
-    return text(f"""
-SELECT session,
-       least(floor(extract(epoch FROM now() - at) / 60), {WINDOW_MINUTES - 1})::int AS ago,
-       count(*) FILTER (WHERE event = 'completed') AS completed,
-       count(*) FILTER (WHERE event IN ('expired', 'released')) AS wasted
-FROM lead_events
-WHERE event IN {OUTCOME_EVENTS}
-  AND at >= now() - interval '{WINDOW_MINUTES} minutes' AND at <= now()
-GROUP BY 1, 2
-""")
-
-
-@cache
-def expiring() -> TextClause:
-    """The leases that end soonest (index ``leads_leased_expiry``)."""
-    return text("""
-SELECT id, session, owner, attempts,
-       extract(epoch FROM lease_expires_at - now()) AS expires_in_s
-FROM leads WHERE status = 'leased'
-ORDER BY lease_expires_at LIMIT :limit
-""")
-
-
-@cache
-def failures() -> TextClause:
-    """The most recently failed leads."""
-    return text("""
-SELECT id, session, owner, attempts, error, updated_at
-FROM leads WHERE status = 'failed'
-ORDER BY updated_at DESC, id DESC LIMIT :limit
-""")
-
-
-Rows = list[Mapping[str, Any]]
-
-
-async def _read(conn: AsyncConnection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows]:
-    async def rows(stmt: TextClause, **params: Any) -> Rows:
-        return [cast(Mapping[str, Any], r._mapping) for r in await conn.execute(stmt, params)]
-
-    [now] = await rows(sql.db_now())
-    [autovacuum] = await rows(sql.autovacuum())
+async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows]:
+    [now] = await execute(conn, sql.db_now())
+    [autovacuum] = await execute(conn, sql.autovacuum())
     return (
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
-        await rows(sql.stats_all()),
-        await rows(oldest_queued()),
-        await rows(per_minute()),
-        await rows(expiring(), limit=EXPIRING),
-        await rows(failures(), limit=FAILURES),
+        await execute(conn, sql.stats_all()),
+        await execute(conn, sql.oldest_queued()),
+        await execute(conn, sql.per_minute(WINDOW_MINUTES)),
+        await execute(conn, sql.expiring(), {"limit": EXPIRING}),
+        await execute(conn, sql.failures(), {"limit": FAILURES}),
     )
 
 
@@ -169,7 +113,7 @@ async def snapshot(queue: Queue) -> Snapshot:
         minute_rows,
         expiring_rows,
         failure_rows,
-    ) = await queue.with_connection(_read)
+    ) = await queue.db.run(_read)
     counts = _counts(counts_rows)
     oldest = {r["session"]: float(r["age_s"]) for r in oldest_rows}
     completed: dict[str, list[int]] = {}

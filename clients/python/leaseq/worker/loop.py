@@ -3,11 +3,11 @@
 It never runs a lead it no longer holds. Every lease in flight is renewed in
 one batch call per tick, at a third of the ttl; when a renew answers lost, or
 no renew has been confirmed in time to be sure the lease is still valid (the
-service unreachable), the lead's handler is cancelled and its result is never
+service unreachable), the lead's handler is stopped and its result is never
 sent. An async handler is cancelled as a task; a sync handler runs in its own
 thread and is told through the ``CancelToken`` of its ``Job``, which it polls.
 
-After the handler:
+After the handler (its ``Outcome``):
 
 - it returned a value → ``complete(done, value)``; ``Cached(value)`` → ``cached``;
 - it raised, or ran past ``max_runtime_s`` → ``release`` with a backoff delay
@@ -16,10 +16,11 @@ After the handler:
   ``grace_s`` to finish, then are cancelled and released for another worker.
 
 The loop stops when a lease comes back empty after its wait with nothing in
-flight, unless ``forever``. ``Command`` runs a program per lead (the handler of
-``leaseq worker -- command``).
+flight, unless ``forever``.
 
-Speaks to the service through ``app.client`` only; knows nothing of the database.
+Leases are judged on ``clock`` (monotonic seconds; tests inject a fake one):
+when each was received, until when it is surely valid, when its handler
+passes ``max_runtime_s``. Speaks to the service through ``leaseq.client`` only.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib
 import inspect
 import json
 import logging
@@ -35,35 +35,31 @@ import math
 import os
 import random
 import signal
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from app import worker_metrics as metrics
-from app.client import AsyncClient, PayloadTooLarge
-from app.config import MAX_LEASE_BATCH, MAX_TTL_S, MAX_WAIT_S
-from app.errors import InvalidInput, LeaseLost, LeaseqError, Unavailable
-from app.model import JSON, FinalStatus, Lead, Lease, RenewItem
+from leaseq.client import AsyncClient
+from leaseq.errors import InvalidInput, LeaseLost, LeaseqError, PayloadTooLarge, Unavailable
+from leaseq.limits import MAX_ERROR_CHARS, MAX_LEASE_BATCH, MAX_TTL_S, MAX_WAIT_S
+from leaseq.model import JSON, FinalStatus, Lease, RenewItem
+from leaseq.worker.job import Cached, Handler, Job, StopReason
+from leaseq.worker.metrics import Metrics
 
 log = logging.getLogger("leaseq.worker")
+
+Clock = Callable[[], float]
 
 DEFAULT_TTL_S = 60.0
 DEFAULT_WAIT_S = 10.0
 DEFAULT_GRACE_S = 10.0
-CANCEL_WAIT_S = 5.0  # how long a cancelled handler gets to stop before it is abandoned
+CANCEL_WAIT_S = 5.0  # how long a stopped handler gets to end before it is abandoned
 IDLE_POLL_S = 1.0  # an empty lease is not repeated sooner than this
 RETRY_BASE_S = 1.0
 MAX_RETRY_DELAY_S = 300.0
-MAX_ERROR_CHARS = 8000
-
-# Why a handler was stopped. The first two mean the lease is gone: nothing is sent.
-LOST = "lease lost"
-EXPIRED = "lease not renewed in time"
-MAX_RUNTIME = "max runtime exceeded"
-SHUTDOWN = "worker shutting down"
 
 
 def default_owner() -> str:
@@ -77,76 +73,9 @@ def default_retry_delay(attempt: int, base_s: float = RETRY_BASE_S) -> float:
     return delay * random.uniform(0.75, 1.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Cached:
-    """Return ``Cached(result)`` from a handler to finish the lead as ``cached``."""
-
-    result: JSON = None
-
-
-class HandlerCancelled(Exception):
-    """The handler was told to stop: lease lost, maximum runtime, or the worker stopping."""
-
-
-class CancelToken:
-    """Set when a handler must stop. Safe to read from any thread."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason: str | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self, reason: str) -> None:
-        if self.reason is None:
-            self.reason = reason
-        self._event.set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Sleep up to ``timeout`` seconds, waking early when cancelled; True if cancelled."""
-        return self._event.wait(timeout)
-
-    def raise_if_cancelled(self) -> None:
-        """Raise ``HandlerCancelled`` once the handler must stop."""
-        if self._event.is_set():
-            raise HandlerCancelled(self.reason or "cancelled")
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """What a handler gets: the lease (lead, attempt) and the token that says stop."""
-
-    lease: Lease
-    cancel_token: CancelToken = field(default_factory=CancelToken)
-
-    @property
-    def lead(self) -> Lead:
-        return self.lease.lead
-
-    @property
-    def id(self) -> int:
-        return self.lease.lead.id
-
-    @property
-    def session(self) -> str:
-        return self.lease.lead.session
-
-    @property
-    def payload(self) -> dict[str, JSON]:
-        return self.lease.lead.payload
-
-    @property
-    def attempt(self) -> int:
-        return self.lease.attempt
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel_token.cancelled
-
-
-Handler = Callable[[Job], Any]
+def safety_margin(ttl_s: float) -> float:
+    """How long before a lease's expiry its handler is stopped: the stop itself takes time."""
+    return min(1.0, ttl_s * 0.1)
 
 
 @dataclass(slots=True)
@@ -159,9 +88,10 @@ class WorkerStats:
     failed: int = 0  # completed as failed (attempts used up)
     errors: int = 0  # handler attempts that failed: exception, exit status, max runtime
     released: int = 0  # for a retry after an error, or at shutdown
-    lost: int = 0  # leases lost while held: the handler was cancelled, nothing sent
+    lost: int = 0  # leases lost while held: the handler was stopped, nothing sent
     in_flight: int = 0
     started: float = field(default_factory=time.monotonic)
+    clock: Clock = field(default=time.monotonic, repr=False, compare=False)
 
     @property
     def finished(self) -> int:
@@ -169,19 +99,44 @@ class WorkerStats:
 
     def rate(self) -> float:
         """Leads finished per second since the start."""
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock() - self.started
         return self.finished / elapsed if elapsed > 0 else 0.0
 
 
+class Outcome(StrEnum):
+    """How a handler's run ended, and so what the worker sends."""
+
+    DONE = "done"  # complete as done
+    CACHED = "cached"  # complete as cached
+    ERROR = "error"  # release for a retry, or complete as failed on the last attempt
+    LOST = "lost"  # the lease is gone: send nothing
+    SHUTDOWN = "shutdown"  # release for another worker
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A handler's outcome, with its result or error."""
+
+    outcome: Outcome
+    result: JSON = None
+    error: str | None = None
+
+
 @dataclass(eq=False, slots=True)
-class _Held:
-    """A lease in flight in this worker."""
+class Held:
+    """A lease in flight in this worker, on the worker's clock.
+
+    ``valid_until`` is the instant before which the lease is surely still
+    valid: its receipt (or a confirmed renewal's send time) plus the ttl,
+    less a safety margin. Past it, or past the handler's maximum runtime,
+    the handler must stop (``due``).
+    """
 
     job: Job
-    valid_until: float  # monotonic instant before which the lease is surely still valid
+    valid_until: float
     started: float
     interrupted: asyncio.Event = field(default_factory=asyncio.Event)
-    reason: str | None = None
+    reason: StopReason | None = None
     settling: bool = False  # the handler is over; complete or release is being sent
 
     @property
@@ -190,21 +145,30 @@ class _Held:
 
     @property
     def lost(self) -> bool:
-        return self.reason in (LOST, EXPIRED)
+        return self.reason is not None and self.reason.lease_gone
 
-    def interrupt(self, reason: str) -> None:
+    def interrupt(self, reason: StopReason) -> None:
         """Stop the handler; losing the lease overrides any earlier reason."""
-        if self.reason is None or reason in (LOST, EXPIRED):
+        if self.reason is None or reason.lease_gone:
             self.reason = reason
         self.job.cancel_token.cancel(reason)
         self.interrupted.set()
 
+    def renewed(self, sent: float, ttl_s: float) -> None:
+        """A renewal sent at ``sent`` was confirmed: valid for its ttl from then (never less)."""
+        self.valid_until = max(self.valid_until, sent + ttl_s - safety_margin(ttl_s))
 
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    kind: str  # done | cached | error | lost | shutdown
-    result: JSON = None
-    error: str | None = None
+    def deadline(self, max_runtime_s: float | None) -> float:
+        """When the handler must stop at the latest."""
+        return min(self.valid_until, self.started + (max_runtime_s or math.inf))
+
+    def due(self, now: float, max_runtime_s: float | None) -> StopReason | None:
+        """Why the handler must stop at ``now``: the lease may have ended, or its time is up."""
+        if now >= self.valid_until:
+            return StopReason.EXPIRED
+        if max_runtime_s is not None and now >= self.started + max_runtime_s:
+            return StopReason.MAX_RUNTIME
+        return None
 
 
 def _is_async(handler: Handler) -> bool:
@@ -215,7 +179,12 @@ def _is_async(handler: Handler) -> bool:
 
 def _describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return text.replace("\x00", "")[:MAX_ERROR_CHARS]
+    return text.replace("\x00", "")
+
+
+def _error_text(error: str) -> str:
+    """An attempt's error as the service takes it: at most MAX_ERROR_CHARS."""
+    return error[:MAX_ERROR_CHARS]
 
 
 class Worker:
@@ -241,6 +210,8 @@ class Worker:
         forever: bool = False,
         retry_delay: Callable[[int], float] = default_retry_delay,
         cancel_wait_s: float = CANCEL_WAIT_S,
+        metrics: Metrics | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -262,17 +233,16 @@ class Worker:
         self.forever = forever
         self.retry_delay = retry_delay
         self.cancel_wait_s = cancel_wait_s
-        self.stats = WorkerStats()
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.stats = WorkerStats(started=clock(), clock=clock)
         self.heartbeat_s = ttl_s / 3
-        # A renew is sent before the database stamps its expiry, so "sent + ttl"
-        # is never later than the real expiry; the margin covers the cancel itself.
-        self._margin = min(1.0, ttl_s * 0.1)
         self._is_async = _is_async(handler)
-        self._held: dict[str, _Held] = {}  # by lease token: a lead may come back
+        self._held: dict[str, Held] = {}  # by lease token: a lead may come back
         self._runners: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._stop_event = asyncio.Event()
-        self._stopping_at: float | None = None
+        self._stopping_at: float | None = None  # time.monotonic(); -inf: no grace left
 
     # -- control -----------------------------------------------------------
 
@@ -291,8 +261,11 @@ class Worker:
             return
         log.info("stopping now: releasing %d leads in flight", len(self._held))
         self._stopping_at = -math.inf
+        self._interrupt_all(StopReason.SHUTDOWN)
+
+    def _interrupt_all(self, reason: StopReason) -> None:
         for held in list(self._held.values()):
-            held.interrupt(SHUTDOWN)
+            held.interrupt(reason)
 
     def _grace_left(self) -> float:
         if self._stopping_at is None:
@@ -305,7 +278,7 @@ class Worker:
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         for signum in signals:
             loop.add_signal_handler(signum, self.stop)
-        self.stats.started = time.monotonic()
+        self.stats.started = self.clock()
         heartbeat = asyncio.create_task(self._heartbeat(), name="leaseq-heartbeat")
         try:
             await self._lease_loop()
@@ -313,8 +286,7 @@ class Worker:
         finally:
             if self._runners:  # the lease loop raised: give back what is held, at once
                 self._stopping_at = -math.inf
-                for held in list(self._held.values()):
-                    held.interrupt(SHUTDOWN)
+                self._interrupt_all(StopReason.SHUTDOWN)
                 await asyncio.wait(self._runners)
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
@@ -353,7 +325,7 @@ class Worker:
             failures = 0
             received = time.monotonic()
             for lease in leases:
-                self._start(lease, received)
+                self._start(lease)
             if leases:
                 continue
             # Empty after the whole wait: the queue is empty. Empty sooner: the service
@@ -380,13 +352,14 @@ class Worker:
                 return []
         return call.result()
 
-    def _start(self, lease: Lease, received: float) -> None:
+    def _start(self, lease: Lease) -> None:
         self.stats.leased += 1
-        metrics.LEASED.inc()
-        job = Job(lease)
-        held = _Held(job, valid_until=received + self.ttl_s - self._margin, started=received)
+        self.metrics.leased()
+        received = self.clock()
+        valid_until = received + self.ttl_s - safety_margin(self.ttl_s)
+        held = Held(Job(lease), valid_until=valid_until, started=received)
         if self.stopping:  # leased while stopping: give it straight back
-            held.interrupt(SHUTDOWN)
+            held.interrupt(StopReason.SHUTDOWN)
         self._held[lease.token] = held
         self.stats.in_flight = len(self._held)
         task = asyncio.create_task(self._hold(held), name=f"leaseq-lead-{lease.lead.id}")
@@ -403,8 +376,7 @@ class Worker:
             return
         if self.stopping:
             await asyncio.wait(self._runners, timeout=self._grace_left())
-            for held in list(self._held.values()):
-                held.interrupt(SHUTDOWN)
+            self._interrupt_all(StopReason.SHUTDOWN)
         while self._runners:
             await asyncio.wait(self._runners)
 
@@ -418,12 +390,13 @@ class Worker:
                 await self._renew_all()
             except Exception:
                 log.exception("heartbeat failed")
+            self.check_deadlines()
 
     async def _renew_all(self) -> None:
         held = [h for h in self._held.values() if not h.lost]
         if not held:
             return
-        sent = time.monotonic()
+        sent = self.clock()
         items = [RenewItem(h.lease.lead.id, h.lease.token, self.ttl_s) for h in held]
         try:
             async with asyncio.timeout(max(self.heartbeat_s, 1.0)):
@@ -434,19 +407,29 @@ class Worker:
             return
         for h, answer in zip(held, answers, strict=True):
             if answer.ok:
-                h.valid_until = max(h.valid_until, sent + self.ttl_s - self._margin)
+                h.renewed(sent, self.ttl_s)
             elif not h.settling:
-                h.interrupt(LOST)
+                h.interrupt(StopReason.LOST)
+
+    def check_deadlines(self) -> None:
+        """Stop every running handler whose lease may have ended or whose time is up."""
+        now = self.clock()
+        for held in list(self._held.values()):
+            if held.settling or held.reason is not None:
+                continue
+            reason = held.due(now, self.max_runtime_s)
+            if reason is not None:
+                held.interrupt(reason)
 
     # -- one lead ----------------------------------------------------------
 
-    async def _hold(self, held: _Held) -> None:
+    async def _hold(self, held: Held) -> None:
         lead_id = held.lease.lead.id
         try:
-            outcome = await self._execute(held)
+            ended = await self._execute(held)
             held.settling = True
-            metrics.HANDLER_SECONDS.observe(time.monotonic() - held.started)
-            await self._settle(held, outcome)
+            self.metrics.handled(self.clock() - held.started)
+            await self._settle(held, ended)
         except Exception:
             log.exception("lead %d: unexpected error in the worker", lead_id)
         finally:
@@ -474,49 +457,46 @@ class Worker:
         future.add_done_callback(_consume)
         return future
 
-    async def _execute(self, held: _Held) -> _Outcome:
+    async def _execute(self, held: Held) -> Ended:
         """Run the handler until it ends, the lease is lost, max runtime or shutdown."""
         if held.reason is None:
             work = self._launch(held.job)
-            deadline = held.started + (self.max_runtime_s or math.inf)
             interrupted = asyncio.ensure_future(held.interrupted.wait())
             try:
                 while not work.done() and held.reason is None:
-                    now = time.monotonic()
-                    if now >= held.valid_until:
-                        held.interrupt(EXPIRED)
-                    elif now >= deadline:
-                        held.interrupt(MAX_RUNTIME)
-                    else:
-                        timeout = min(held.valid_until, deadline) - now
-                        await asyncio.wait(
-                            {work, interrupted},
-                            timeout=timeout,
-                            return_when=asyncio.FIRST_COMPLETED,
-                        )
+                    now = self.clock()
+                    reason = held.due(now, self.max_runtime_s)
+                    if reason is not None:
+                        held.interrupt(reason)
+                        continue
+                    await asyncio.wait(
+                        {work, interrupted},
+                        timeout=held.deadline(self.max_runtime_s) - now,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
             finally:
                 interrupted.cancel()
             finished_first = work.done()  # before any cancel: a result it chose to return
             if not finished_first:
                 await self._stop_handler(held, work)
             if held.lost:
-                return _Outcome("lost")
+                return Ended(Outcome.LOST)
             if finished_first and not work.cancelled():
                 exc = work.exception()
                 if exc is None:
                     value = work.result()
                     if isinstance(value, Cached):
-                        return _Outcome("cached", value.result)
-                    return _Outcome("done", value)
+                        return Ended(Outcome.CACHED, value.result)
+                    return Ended(Outcome.DONE, value)
                 if held.reason is None:
-                    return _Outcome("error", error=_describe(exc))
+                    return Ended(Outcome.ERROR, error=_describe(exc))
         if held.lost:
-            return _Outcome("lost")
-        if held.reason == MAX_RUNTIME:
-            return _Outcome("error", error=f"{MAX_RUNTIME} ({self.max_runtime_s:g}s)")
-        return _Outcome("shutdown")
+            return Ended(Outcome.LOST)
+        if held.reason is StopReason.MAX_RUNTIME:
+            return Ended(Outcome.ERROR, error=f"{StopReason.MAX_RUNTIME} ({self.max_runtime_s:g}s)")
+        return Ended(Outcome.SHUTDOWN)
 
-    async def _stop_handler(self, held: _Held, work: asyncio.Future[Any]) -> None:
+    async def _stop_handler(self, held: Held, work: asyncio.Future[Any]) -> None:
         """Cancel a running handler and give it ``cancel_wait_s`` to stop."""
         log.info("lead %d: cancelling the handler (%s)", held.lease.lead.id, held.reason)
         if self._is_async:
@@ -533,45 +513,45 @@ class Worker:
         elif not work.cancelled():
             work.exception()  # retrieved: not an "exception never retrieved" warning
 
-    async def _settle(self, held: _Held, outcome: _Outcome) -> None:
+    async def _settle(self, held: Held, ended: Ended) -> None:
         """Send what the outcome calls for; never anything for a lost lease."""
         lease = held.lease
         lead_id = lease.lead.id
-        if outcome.kind == "lost":
-            self._lost(held, held.reason or LOST)
+        if ended.outcome is Outcome.LOST:
+            self._lost(held, held.reason or StopReason.LOST)
             return
-        if outcome.kind == "shutdown":
+        if ended.outcome is Outcome.SHUTDOWN:
             if await self._send(held, lambda: self.client.release(lead_id, lease.token, 0.0)):
                 self.stats.released += 1
-                metrics.RELEASED.labels("shutdown").inc()
+                self.metrics.released("shutdown")
                 log.info("lead %d: released (shutdown)", lead_id)
             return
-        if outcome.kind in ("done", "cached"):
-            status: FinalStatus = "cached" if outcome.kind == "cached" else "done"
+        if ended.outcome in (Outcome.DONE, Outcome.CACHED):
+            status: FinalStatus = "cached" if ended.outcome is Outcome.CACHED else "done"
             try:
-                json.dumps(outcome.result, allow_nan=False)
+                json.dumps(ended.result, allow_nan=False)
             except (TypeError, ValueError) as exc:
-                outcome = _Outcome("error", error=f"the result is not JSON: {_describe(exc)}")
+                ended = Ended(Outcome.ERROR, error=f"the result is not JSON: {_describe(exc)}")
             else:
                 try:
-                    result = outcome.result
+                    result = ended.result
                     sent = await self._send(
                         held, lambda: self.client.complete(lead_id, lease.token, status, result)
                     )
                 except (InvalidInput, PayloadTooLarge) as exc:
-                    outcome = _Outcome("error", error=f"the result was refused: {exc.detail}")
+                    ended = Ended(Outcome.ERROR, error=f"the result was refused: {exc.detail}")
                 else:
                     if sent:
                         self._finished(status)
                     return
-        await self._fail(held, outcome.error or "failed")
+        await self._fail(held, _error_text(ended.error or "failed"))
 
-    async def _fail(self, held: _Held, error: str) -> None:
+    async def _fail(self, held: Held, error: str) -> None:
         """Retry later while attempts remain, else complete as failed."""
         lease = held.lease
         lead_id = lease.lead.id
         self.stats.errors += 1
-        metrics.FAILED.inc()
+        self.metrics.failed()
         if lease.attempt < lease.lead.max_attempts:
             delay = max(0.0, self.retry_delay(lease.attempt))
             log.warning(
@@ -583,14 +563,14 @@ class Worker:
             )
             if await self._send(held, lambda: self.client.release(lead_id, lease.token, delay)):
                 self.stats.released += 1
-                metrics.RELEASED.labels("retry").inc()
+                self.metrics.released("retry")
             return
         log.warning("lead %d failed after %d attempts: %s", lead_id, lease.attempt, error)
         fail = lambda: self.client.complete(lead_id, lease.token, "failed", None, error)  # noqa: E731
         if await self._send(held, fail):
             self._finished("failed")
 
-    async def _send(self, held: _Held, call: Callable[[], Awaitable[Any]]) -> bool:
+    async def _send(self, held: Held, call: Callable[[], Awaitable[Any]]) -> bool:
         """Send a complete or release; retried while the lease is surely valid. False if lost."""
         retry = 0
         while True:
@@ -598,11 +578,11 @@ class Worker:
                 await call()
                 return True
             except LeaseLost:
-                self._lost(held, LOST)
+                self._lost(held, StopReason.LOST)
                 return False
             except Unavailable as exc:
                 delay = self.client.retry_policy.delay(retry)
-                if time.monotonic() + delay >= held.valid_until:
+                if self.clock() + delay >= held.valid_until:
                     self._lost(held, f"service unreachable until the lease ran out ({exc.detail})")
                     return False
                 await asyncio.sleep(delay)
@@ -610,11 +590,11 @@ class Worker:
 
     def _finished(self, status: FinalStatus) -> None:
         setattr(self.stats, status, getattr(self.stats, status) + 1)
-        metrics.COMPLETED.labels(status).inc()
+        self.metrics.completed(status)
 
-    def _lost(self, held: _Held, why: str) -> None:
+    def _lost(self, held: Held, why: str) -> None:
         self.stats.lost += 1
-        metrics.LOST.inc()
+        self.metrics.lost()
         log.warning("lead %d: %s; nothing sent", held.lease.lead.id, why)
 
 
@@ -670,110 +650,3 @@ async def _first(*awaitables: Awaitable[Any]) -> None:
         for given, future in zip(awaitables, futures, strict=True):
             if future is not given and not future.done():
                 future.cancel()
-
-
-# -- handlers ----------------------------------------------------------------
-
-
-class CommandFailed(Exception):
-    """The command exited with a non-zero status."""
-
-
-class Command:
-    """A handler that runs ``argv`` once per lead.
-
-    The payload goes as JSON on stdin; ``LEASEQ_LEAD_ID``, ``LEASEQ_ATTEMPT``
-    and ``LEASEQ_SESSION`` are in its environment. Exit 0 → done, with stdout
-    parsed as JSON (or ``{"output": text}``; nothing → null). Non-zero → the
-    failure path, with the tail of stderr as the error. Cancelled (lease lost,
-    max runtime, shutdown) → its process group gets SIGTERM, then SIGKILL
-    after ``kill_timeout_s``.
-    """
-
-    def __init__(
-        self,
-        argv: Sequence[str],
-        *,
-        kill_timeout_s: float = 2.0,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        if not argv:
-            raise ValueError("a command is needed")
-        self.argv = list(argv)
-        self.kill_timeout_s = kill_timeout_s
-        self.env = dict(os.environ if env is None else env)
-
-    async def __call__(self, job: Job) -> JSON:
-        env = {
-            **self.env,
-            "LEASEQ_LEAD_ID": str(job.id),
-            "LEASEQ_ATTEMPT": str(job.attempt),
-            "LEASEQ_SESSION": job.session,
-        }
-        process = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # its own process group, killed as one
-        )
-        try:
-            stdout, stderr = await process.communicate(json.dumps(job.payload).encode())
-        except BaseException:
-            await self._kill(process)
-            raise
-        if process.returncode != 0:
-            status = process.returncode
-            how = (
-                f"killed by signal {-status}"
-                if status is not None and status < 0
-                else f"exit status {status}"
-            )
-            tail = stderr.decode(errors="replace").strip()[-2000:]
-            raise CommandFailed(f"{how}: {tail}" if tail else how)
-        if stderr:
-            log.debug("lead %d stderr: %s", job.id, stderr.decode(errors="replace")[-2000:])
-        return parse_output(stdout)
-
-    async def _kill(self, process: asyncio.subprocess.Process) -> None:
-        """SIGTERM to the process group, SIGKILL if it is still there after ``kill_timeout_s``."""
-        for signum, patience in ((signal.SIGTERM, self.kill_timeout_s), (signal.SIGKILL, None)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signum)
-            try:
-                async with asyncio.timeout(patience):
-                    await process.wait()
-            except TimeoutError:
-                continue
-            if signum == signal.SIGTERM:  # the leader is gone; make sure its group is too
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-            return
-
-
-def parse_output(stdout: bytes) -> JSON:
-    """A command's stdout as a result: JSON if it parses, else ``{"output": text}``; empty: None."""
-    text = stdout.decode(errors="replace").strip()
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return {"output": text}
-
-
-def load_handler(spec: str) -> Handler:
-    """The callable named by ``module:function`` (the current folder is importable)."""
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"expected module:function, got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    target: Any = importlib.import_module(module_name)
-    for part in name.split("."):
-        target = getattr(target, part)
-    if not callable(target):
-        raise ValueError(f"{spec} is not callable")
-    handler: Handler = target
-    return handler

@@ -1,0 +1,133 @@
+"""How the server's commands find the service's database, and the one way to open its queue.
+
+The rule is ``leaseq serve``'s: ``--database-url`` / ``LEASEQ_DATABASE_URL``,
+else the embedded PostgreSQL kept in ``--data-dir`` / ``LEASEQ_DATA_DIR``.
+Only ``db upgrade`` (like ``serve``) may create that cluster, and it says
+where; ``report`` and ``prune`` refuse a folder that holds none, and a
+database without leaseq's schema, each in one line with exit status 3, so a
+typo never reads (or starts) a database of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import typer
+from pydantic import ValidationError
+
+from app import embedded
+from app.config import Settings
+from app.maintenance import schema_revision
+from app.pg import Database, redacted
+from app.queue import Queue
+from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_USAGE, CliError
+from leaseq.errors import Unavailable
+
+DATABASE = "Database"
+LOOK_ELSEWHERE = "is this the service's database? set LEASEQ_DATABASE_URL or --data-dir"
+
+DatabaseUrl = typer.Option(
+    None,
+    "--database-url",
+    envvar="LEASEQ_DATABASE_URL",
+    metavar="URL",
+    rich_help_panel=DATABASE,
+    help="PostgreSQL URL (unset: the embedded PostgreSQL in --data-dir).",
+)
+
+
+def default(name: str) -> str:
+    """A Settings default, for help texts (named once, in app.config)."""
+    return str(Settings.model_fields[name].get_default(call_default_factory=True))
+
+
+DataDir = typer.Option(
+    None,
+    "--data-dir",
+    envvar="LEASEQ_DATA_DIR",
+    metavar="DIR",
+    rich_help_panel=DATABASE,
+    help=f"The embedded PostgreSQL's data (default {default('data_dir')}).",
+)
+
+
+def settings_of(**given: Any) -> Settings:
+    """Settings from the flags given (None: not given), over LEASEQ_* and the defaults.
+
+    Raises CliError (usage) for a value Settings refuses.
+    """
+    try:
+        return Settings(**{name: value for name, value in given.items() if value is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise CliError(f"{where}: {first['msg']}", EXIT_USAGE) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A database found: its URL, and how to name it to the user."""
+
+    url: str
+    where: str
+
+
+@contextmanager
+def located(
+    settings: Settings, *, create: bool = False, announce: Callable[[str], None] | None = None
+) -> Iterator[Located]:
+    """The service's database, as ``serve`` finds it; an embedded one is stopped afterwards
+    (unless another process, the service, still uses it).
+
+    Raises CliError (exit 3) when the data folder holds no cluster and ``create`` is off.
+    """
+    if settings.database_url is not None:
+        yield Located(settings.database_url, f"the database at {redacted(settings.database_url)}")
+        return
+    data_dir = settings.data_dir.expanduser().resolve()
+    where = f"the embedded PostgreSQL in {data_dir}"
+    if not embedded.has_cluster(data_dir):
+        if not create:
+            raise CliError(
+                f"no embedded PostgreSQL in {data_dir} — {LOOK_ELSEWHERE}", EXIT_NO_DATABASE
+            )
+        if announce is not None:
+            announce(f"creating an embedded PostgreSQL: data in {data_dir}")
+    try:
+        url = embedded.start(data_dir)
+    except Exception as exc:  # initdb or pg_ctl failed: point at its log, no traceback
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise CliError(f"cannot start {where}: {reason} (its log: {data_dir / 'log'})") from None
+    try:
+        yield Located(url, where)
+    finally:
+        embedded.stop(data_dir)
+
+
+@asynccontextmanager
+async def opened_queue(settings: Settings) -> AsyncIterator[Queue]:
+    """The queue on the service's database, checked to hold leaseq's schema.
+
+    Raises CliError: exit 3 without a cluster or a schema, 1 when unreachable.
+    """
+    with located(settings) as found:
+        async with Database.from_settings(settings, found.url, pool_size=1) as db:
+            try:
+                revision = await schema_revision(db)
+            except Unavailable as exc:
+                raise CliError(f"cannot reach {found.where}: {exc.detail}") from None
+            if revision is None:
+                raise CliError(
+                    f"no leaseq schema in {found.where} — {LOOK_ELSEWHERE}", EXIT_NO_DATABASE
+                )
+            try:
+                yield Queue(
+                    db, ledger=settings.ledger, max_payload_bytes=settings.max_payload_bytes
+                )
+            except psycopg.Error as exc:  # the database refused (a permission, say): one line
+                reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+                raise CliError(f"{found.where}: {type(exc).__name__}: {reason}") from None

@@ -1,0 +1,172 @@
+"""``leaseq serve``: the service's flags; ``app.serve`` runs it.
+
+Registered as the ``serve`` command of ``leaseq`` (entry point ``leaseq.commands``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from app.cli.database import DATABASE, DatabaseUrl, DataDir, default, settings_of
+from leaseq.cli.output import EXIT_USAGE, fail, one_line_errors, say
+
+cli = typer.Typer(add_completion=False)
+
+SERVICE, QUEUE = "Service", "Queue"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+# On SIGTERM, requests in flight get this long to finish (long polls end at
+# once, with no leases). Well inside the 30 s a process manager usually waits
+# before SIGKILL.
+GRACEFUL_TIMEOUT_S = 10
+
+
+@cli.command(
+    epilog=(
+        "Embedded PostgreSQL, data kept in the user data folder:  leaseq serve\n\n"
+        "Your own PostgreSQL, schema migrated first:  "
+        "leaseq serve --database-url postgresql://app@db/leaseq --migrate\n\n"
+        "Four processes behind a token:  leaseq serve --host 0.0.0.0 --workers 4 --token s3cret\n\n"
+        "Every flag can also be set by its LEASEQ_* variable; a flag wins over the variable. "
+        "Tuning without flags: LEASEQ_POOL_SIZE, LEASEQ_POOL_TIMEOUT_S, "
+        "LEASEQ_STATEMENT_TIMEOUT_MS, LEASEQ_CONNECT_TIMEOUT_S, LEASEQ_MAX_BODY_BYTES, "
+        "LEASEQ_MAX_WAITERS, LEASEQ_POLL_INTERVAL_S. Behind PgBouncer in transaction mode: "
+        "LEASEQ_DATABASE_POOLED=true, with the direct URL as --listen-database-url."
+    )
+)
+def serve(
+    ctx: typer.Context,
+    host: str | None = typer.Option(
+        None,
+        envvar="LEASEQ_HOST",
+        metavar="HOST",
+        rich_help_panel=SERVICE,
+        help=f"Address to listen on (default {default('host')}).",
+    ),
+    port: int | None = typer.Option(
+        None,
+        envvar="LEASEQ_PORT",
+        metavar="PORT",
+        rich_help_panel=SERVICE,
+        help=f"Port to listen on (default {default('port')}).",
+    ),
+    workers: int | None = typer.Option(
+        None,
+        envvar="LEASEQ_WORKERS",
+        metavar="N",
+        rich_help_panel=SERVICE,
+        help=f"Server processes (default {default('workers')}).",
+    ),
+    database_url: str | None = DatabaseUrl,
+    listen_database_url: str | None = typer.Option(
+        None,
+        envvar="LEASEQ_LISTEN_DATABASE_URL",
+        metavar="URL",
+        rich_help_panel=DATABASE,
+        help="A direct connection for LISTEN when --database-url goes through a pooler.",
+    ),
+    data_dir: Path | None = DataDir,
+    lease_ttl: float | None = typer.Option(
+        None,
+        envvar="LEASEQ_LEASE_TTL_S",
+        metavar="SECONDS",
+        rich_help_panel=QUEUE,
+        help=f"Lease seconds when a worker asks for none (default {default('lease_ttl_s')}).",
+    ),
+    api_tokens: str | None = typer.Option(
+        None,
+        envvar="LEASEQ_API_TOKENS",
+        metavar="TOKENS",
+        rich_help_panel=SERVICE,
+        help="Comma-separated bearer tokens (default: no auth).",
+    ),
+    token: list[str] | None = typer.Option(
+        None,
+        "--token",
+        metavar="TOKEN",
+        rich_help_panel=SERVICE,
+        help="A bearer token the service accepts; repeat for several.",
+    ),
+    sweep_interval: float | None = typer.Option(
+        None,
+        envvar="LEASEQ_SWEEP_INTERVAL_S",
+        metavar="SECONDS",
+        rich_help_panel=QUEUE,
+        help=f"Seconds between background sweeps (default {default('sweep_interval_s')}).",
+    ),
+    ledger: bool | None = typer.Option(
+        None,
+        "--ledger/--no-ledger",
+        envvar="LEASEQ_LEDGER",
+        rich_help_panel=QUEUE,
+        help="Write the lead_events audit log (default on); off trades it for speed.",
+        show_default=False,
+    ),
+    migrate_first: bool = typer.Option(
+        False,
+        "--migrate",
+        envvar="LEASEQ_MIGRATE",
+        rich_help_panel=DATABASE,
+        help="Migrate the database to the newest schema before serving.",
+    ),
+    log_level: str = typer.Option(
+        "info",
+        envvar="LEASEQ_LOG_LEVEL",
+        metavar="LEVEL",
+        rich_help_panel=SERVICE,
+        help=f"One of {', '.join(LOG_LEVELS)}.",
+        show_default=True,
+    ),
+    access_log: bool = typer.Option(
+        False,
+        "--access-log",
+        envvar="LEASEQ_ACCESS_LOG",
+        rich_help_panel=SERVICE,
+        help="Log every request.",
+    ),
+    graceful_timeout: int = typer.Option(
+        GRACEFUL_TIMEOUT_S,
+        envvar="LEASEQ_GRACEFUL_TIMEOUT_S",
+        metavar="SECONDS",
+        rich_help_panel=SERVICE,
+        min=0,
+        help="On SIGTERM, seconds for requests in flight to finish (long polls end at once).",
+        show_default=True,
+    ),
+) -> None:
+    """Serve the REST API (an embedded PostgreSQL when no database URL is set)."""
+    from app.serve import ServeError, ServeOptions, run  # uvicorn and the rest, only to serve
+
+    if log_level.lower() not in LOG_LEVELS:
+        fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}", EXIT_USAGE)
+    source = ctx.get_parameter_source("api_tokens")
+    if token and source is not None and source.name == "ENVIRONMENT":
+        api_tokens = None  # --token flags win over LEASEQ_API_TOKENS
+    tokens = [t for t in [*(api_tokens or "").split(","), *(token or [])] if t.strip()]
+    given: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "database_url": database_url,
+        "listen_database_url": listen_database_url,
+        "data_dir": data_dir,
+        "lease_ttl_s": lease_ttl,
+        "api_tokens": ",".join(tokens) if api_tokens is not None or token else None,
+        "sweep_interval_s": sweep_interval,
+        "ledger": ledger,
+    }
+    with one_line_errors():
+        settings = settings_of(**given)
+    options = ServeOptions(
+        migrate=migrate_first,
+        log_level=log_level.lower(),
+        access_log=access_log,
+        graceful_timeout_s=graceful_timeout,
+    )
+    try:
+        run(settings, options, os.environ, announce=say)
+    except ServeError as exc:
+        fail(str(exc), exc.exit_code)

@@ -1,0 +1,159 @@
+"""The service's maintenance: boot recovery, the sweeper, the pruner and the health checks.
+
+Each is one small service over the queue, as River's ``internal/maintenance``:
+
+* ``Recovery``: one sweep over every session before serving (boot recovery),
+  retried with backoff while the database does not answer; once it succeeds,
+  the autovacuum check runs;
+* ``Sweeper``: requeues expired leases every ``interval_s``;
+* ``Pruner``: deletes terminal leads older than ``older_than_s`` every
+  ``interval_s`` (retention); ``leaseq prune`` runs the same ``Queue.prune``;
+* ``check_autovacuum``: warns once when the server runs no autovacuum;
+* ``Readiness``: why the service is not ready to serve, if it is not.
+
+Nothing here is needed for correctness: several processes may run them on
+one database, and each only speeds recovery up. None ever raises out of its
+loop; each logs and tries again. Knows nothing of HTTP: ``app.api.runtime``
+wires them into a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import psycopg
+
+from app import metrics, migrate, sql
+from app.pg import Database
+from app.queue import Queue
+
+log = logging.getLogger("leaseq.maintenance")
+
+RECOVERY_BACKOFF_FIRST_S = 0.5
+RECOVERY_BACKOFF_MAX_S = 10.0
+
+# What the operator is told, in the service's log and on the dashboard, when
+# the server runs no autovacuum (``sql.autovacuum``).
+AUTOVACUUM_OFF = (
+    "Autovacuum is off on this PostgreSQL server (SHOW autovacuum): the space of finished "
+    "and pruned leads is never reclaimed, so leads, lead_events and their indexes keep "
+    "growing and leasing slows down. Turn autovacuum on, or run VACUUM leads, lead_events "
+    "regularly."
+)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Recovery:
+    """Boot recovery: requeue every lease that expired while no sweeper ran."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.done = asyncio.Event()
+
+    async def once(self) -> bool:
+        """One attempt; True once recovered (then the autovacuum check runs)."""
+        try:
+            result = await self.queue.sweep_all()
+        except Exception as exc:
+            log.warning("boot recovery failed (%s); retrying", _why(exc))
+            return False
+        metrics.count_sweep(result, "boot")
+        log.info("boot recovery: %d requeued, %d failed", result.requeued, result.failed)
+        self.done.set()
+        await check_autovacuum(self.queue.db)
+        return True
+
+    async def until_done(self) -> None:
+        """Retry with backoff until recovered (returns at once if it already is)."""
+        backoff = RECOVERY_BACKOFF_FIRST_S
+        while not self.done.is_set():
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RECOVERY_BACKOFF_MAX_S)
+            await self.once()
+
+
+class Sweeper:
+    """Requeue expired leases in every session every ``interval_s`` (after recovery)."""
+
+    def __init__(self, queue: Queue, recovery: Recovery, interval_s: float) -> None:
+        self.queue = queue
+        self.recovery = recovery
+        self.interval_s = interval_s
+
+    async def run(self) -> None:
+        """Until cancelled; never raises otherwise."""
+        await self.recovery.until_done()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                metrics.count_sweep(await self.queue.sweep_all(), "background")
+            except Exception as exc:
+                log.warning("background sweep failed: %s", _why(exc))
+
+
+class Pruner:
+    """Retention: every ``interval_s``, delete terminal leads older than ``older_than_s``
+    (in small batches, see ``Queue.prune``)."""
+
+    def __init__(self, queue: Queue, older_than_s: float, interval_s: float) -> None:
+        self.queue = queue
+        self.older_than_s = older_than_s
+        self.interval_s = interval_s
+
+    async def run(self) -> None:
+        """Until cancelled; never raises otherwise."""
+        while True:
+            try:
+                pruned = await self.queue.prune(self.older_than_s)
+            except Exception as exc:
+                log.warning("prune failed: %s", _why(exc))
+            else:
+                if pruned:
+                    log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
+            await asyncio.sleep(self.interval_s)
+
+
+async def check_autovacuum(db: Database) -> None:
+    """Once, when the database first answers: warn when the server runs no autovacuum."""
+    try:
+        [row] = await db.rows(sql.autovacuum())
+    except Exception as exc:
+        log.warning("cannot read the autovacuum setting: %s", _why(exc))
+        return
+    enabled = bool(row["enabled"])
+    metrics.AUTOVACUUM.set(1 if enabled else 0)
+    if not enabled:
+        log.warning(AUTOVACUUM_OFF)
+
+
+async def schema_revision(db: Database) -> str | None:
+    """The database's schema revision; None when it has no leaseq schema. Raises Unavailable."""
+    try:
+        rows = await db.rows(sql.schema_revision())
+    except psycopg.errors.UndefinedTable:
+        return None
+    return str(rows[0]["version_num"]) if rows else None
+
+
+class Readiness:
+    """Whether the service may serve: the database answers at this code's schema, recovered."""
+
+    def __init__(self, db: Database, recovery: Recovery) -> None:
+        self.db = db
+        self.recovery = recovery
+
+    async def reason(self) -> str | None:
+        """None when ready to serve; else why not (readyz)."""
+        try:
+            revision = await schema_revision(self.db)
+        except Exception as exc:
+            return f"database unavailable: {type(exc.__cause__ or exc).__name__}"
+        if revision != migrate.head():
+            return "the database schema is not at the newest migration"
+        if not self.recovery.done.is_set():
+            return "boot recovery has not finished"
+        return None

@@ -1,0 +1,286 @@
+"""The one way to PostgreSQL at runtime: psycopg's own pool, one error mapping, one shield.
+
+``Database`` wraps a ``psycopg_pool.AsyncConnectionPool`` of autocommit
+connections (each statement its own transaction, one round trip; rows as
+dicts). Every statement of the queue, the report, the dashboard, readiness
+and maintenance runs through ``Database.run`` (or ``rows``), which:
+
+* maps failures once: an outage, a broken connection, a failed connect, a
+  statement cut off by ``statement_timeout`` or an exhausted pool is
+  ``Unavailable``; any other database error passes through as it is;
+* fails fast while the database is down: a checkout that has to wait for a
+  new connection gives up as soon as a connection attempt fails, instead of
+  waiting out the pool's timeout;
+* shields the work from its caller's cancellation: a caller cancelled
+  mid-statement (a client that hung up, a shutdown) stops waiting, but the
+  statement runs to its end in a task of its own and the connection goes
+  back to the pool, never stranded; ``drain`` waits for such work before
+  ``close``.
+
+Connections carry ``connect_timeout`` and, unless they go through a pooler
+(``pooled``: PgBouncer in transaction mode refuses startup options), a
+``statement_timeout``; psycopg prepares no statement unless prepared
+statements are allowed (a transaction pooler hands each transaction to any
+server connection, where a named statement may not exist).
+
+Knows nothing of HTTP and nothing of the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from leaseq.errors import Unavailable
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+T = TypeVar("T")
+Row = DictRow
+Connection = psycopg.AsyncConnection[DictRow]
+Params = Mapping[str, Any]
+
+RECYCLE_S = 1800.0  # a connection is replaced after this long (server-side memory, failover)
+DRAIN_TIMEOUT_S = 5.0
+
+_SCHEME = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://", re.IGNORECASE)
+
+
+def libpq_url(url: str) -> str:
+    """The URL as libpq (psql, psycopg) reads it: ``postgresql://``, whatever driver was named."""
+    return _SCHEME.sub("postgresql://", url, count=1)
+
+
+def redacted(url: str) -> str:
+    """A database URL fit to print: its password hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """The pool now: its configured size and the connections checked out of it."""
+
+    size: int
+    checked_out: int
+
+
+class Database:
+    """A pool of connections to one PostgreSQL database; see the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        pool_timeout_s: float = 5.0,
+        connect_timeout_s: int = 5,
+        statement_timeout_ms: int | None = 10_000,
+        pooled: bool = False,
+        prepared_statements: bool | None = None,
+        on_checkout: Callable[[int], None] | None = None,
+    ) -> None:
+        """``on_checkout(n)`` hears each change (+1 out, -1 back) of the connections in use."""
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "row_factory": dict_row,
+            "connect_timeout": connect_timeout_s,
+        }
+        if not pooled and statement_timeout_ms is not None:
+            kwargs["options"] = f"-c statement_timeout={statement_timeout_ms}"
+        if not (prepared_statements if prepared_statements is not None else not pooled):
+            kwargs["prepare_threshold"] = None
+        self.size = pool_size
+        self._checked_out = 0
+        self._on_checkout = on_checkout
+        self._in_flight: set[asyncio.Future[Any]] = set()
+        self._opened = False
+        # Set when a connection attempt fails; replaced by a fresh one each time.
+        self._connect_failed = asyncio.Event()
+        self._last_failure: BaseException | None = None
+        self._pool = AsyncConnectionPool(
+            libpq_url(url),
+            connection_class=_reporting(self),
+            kwargs=kwargs,
+            # Connections are made as they are needed, as many as pool_size; none
+            # is kept open idle beyond the pool's max_idle.
+            min_size=0,
+            max_size=pool_size,
+            timeout=pool_timeout_s,
+            max_lifetime=RECYCLE_S,
+            # A failed connect is tried once more at once, then left to the next
+            # checkout, which fails fast meanwhile: no retry schedule runs behind
+            # the callers' backs, and the first checkout after an outage connects.
+            reconnect_timeout=0,
+            open=False,
+            name="leaseq",
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        url: str | None = None,
+        *,
+        pool_size: int | None = None,
+        on_checkout: Callable[[int], None] | None = None,
+    ) -> Database:
+        """The database ``settings`` describe (``url`` instead of ``settings.database_url``)."""
+        target = url or settings.database_url
+        if target is None:
+            raise ValueError("no database URL")
+        return cls(
+            target,
+            pool_size=pool_size or settings.pool_size,
+            pool_timeout_s=settings.pool_timeout_s,
+            connect_timeout_s=settings.connect_timeout_s,
+            statement_timeout_ms=settings.statement_timeout_ms,
+            pooled=settings.database_pooled,
+            prepared_statements=settings.prepared_statements,
+            on_checkout=on_checkout,
+        )
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Start the pool (connections are made on demand). Idempotent."""
+        if not self._opened:
+            self._opened = True
+            await self._pool.open(wait=False)
+
+    async def close(self, drain_timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Wait (at most ``drain_timeout_s``) for shielded work, then close every connection."""
+        await self.drain(drain_timeout_s)
+        await self._pool.close()
+
+    async def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Wait, at most ``timeout_s``, for work whose callers stopped waiting."""
+        if self._in_flight:
+            await asyncio.wait(set(self._in_flight), timeout=timeout_s)
+
+    def stats(self) -> PoolStats:
+        return PoolStats(size=self.size, checked_out=self._checked_out)
+
+    # -- running work --------------------------------------------------------
+
+    async def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``work`` on a pooled connection, shielded from the caller's cancellation.
+
+        Raises Unavailable for an outage or an exhausted pool; other database
+        errors as psycopg raised them.
+        """
+        task = asyncio.ensure_future(self._on_connection(work))
+        self._in_flight.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    async def rows(self, query: str, params: Params | None = None) -> list[Row]:
+        """The rows of one statement (none for a statement that returns none)."""
+
+        async def fetch(conn: Connection) -> list[Row]:
+            return await execute(conn, query, params)
+
+        return await self.run(fetch)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._in_flight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not log an abandoned task's error
+
+    async def _on_connection(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        conn = await self._checkout()
+        self._count(1)
+        try:
+            return await work(conn)
+        except psycopg.Error as exc:
+            if conn.broken or conn.closed or isinstance(exc, _LOST):
+                raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
+            raise
+        finally:
+            await self._pool.putconn(conn)  # a broken one is discarded and replaced
+            self._count(-1)
+
+    def _count(self, change: int) -> None:
+        self._checked_out += change
+        if self._on_checkout is not None:
+            self._on_checkout(change)
+
+    async def _checkout(self) -> Connection:
+        """A connection of the pool; Unavailable as soon as the database is known to be down."""
+        await self.open()
+        try:
+            if self._pool.get_stats().get("pool_available", 0) > 0:
+                return await self._pool.getconn()  # one is idle: no wait, no connect
+            return await self._waiting_checkout()
+        except PoolTimeout as exc:
+            raise Unavailable("no database connection free; try again shortly") from exc
+        except PoolClosed as exc:
+            raise Unavailable("the database pool is closed") from exc
+
+    async def _waiting_checkout(self) -> Connection:
+        """Wait for a connection, but no longer than the next failed connection attempt."""
+        failed = self._connect_failed
+        getting = asyncio.ensure_future(self._pool.getconn())
+        watching = asyncio.ensure_future(failed.wait())
+        try:
+            await asyncio.wait({getting, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+        if not getting.done():
+            getting.cancel()
+            await asyncio.gather(getting, return_exceptions=True)
+        if getting.cancelled():
+            why = type(self._last_failure).__name__ if self._last_failure else "connect failed"
+            raise Unavailable(f"database unavailable: {why}") from self._last_failure
+        return getting.result()
+
+    def _failed_to_connect(self, exc: BaseException) -> None:
+        """A connection attempt failed: whoever waits for a connection gives up now."""
+        self._last_failure = exc
+        failed, self._connect_failed = self._connect_failed, asyncio.Event()
+        failed.set()
+
+
+# A lost connection, whatever the statement: an outage, a restart, a timeout.
+_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _reporting(database: Database) -> type[Connection]:
+    """The pool's connection class: it tells ``database`` of every failed connection attempt."""
+
+    class Reporting(psycopg.AsyncConnection[DictRow]):
+        @classmethod
+        async def connect(cls, *args: Any, **kwargs: Any) -> Self:
+            try:
+                return await super().connect(*args, **kwargs)
+            except psycopg.Error as exc:
+                database._failed_to_connect(exc)
+                raise
+
+    return Reporting
+
+
+async def execute(conn: Connection, query: str, params: Params | None = None) -> list[Row]:
+    """Run one statement on ``conn``; its rows as dicts (none when it returns none)."""
+    cursor = await conn.execute(query, params)
+    if cursor.description is None:
+        return []
+    return await cursor.fetchall()

@@ -1,0 +1,16 @@
+"""The ``leaseq`` command line: the client's verbs here, the server's through entry points.
+
+``root`` holds the command group and the loading of other distributions'
+commands; ``verbs`` the calls to a running service (push, stats, sweep);
+``worker`` the work loop; ``output`` the printing and the one error handler.
+"""
+
+from leaseq.cli import verbs, worker
+from leaseq.cli.root import app
+
+__all__ = ["app", "main", "verbs", "worker"]
+
+
+def main() -> None:
+    """The ``leaseq`` console script."""
+    app()

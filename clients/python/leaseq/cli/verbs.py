@@ -1,0 +1,183 @@
+"""``leaseq push``, ``stats`` and ``sweep``: the client verbs against a running service."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from leaseq.cli.output import EXIT_USAGE, CliError, fail, one_line_errors, out, plural, say
+from leaseq.cli.root import ServiceUrl, Token, app
+from leaseq.cli.service import Service, id_ranges
+from leaseq.model import STATUSES, Counts
+
+COUNT_COLUMNS = (*STATUSES, "pending")
+
+
+@app.command(
+    epilog=(
+        "From a file:  leaseq push --session crawl leads.jsonl\n\n"
+        'From stdin:  echo \'{"url": "https://example.com"}\' | leaseq push --session crawl\n\n'
+        'A line may be a lead:  {"payload": {"url": "…"}, "priority": 5, "key": "example.com"}'
+    )
+)
+def push(
+    session: str = typer.Option(
+        ..., "--session", "-s", metavar="NAME", help="The session to push to."
+    ),
+    file: typer.FileText = typer.Argument(
+        "-",
+        help="JSON lines: each a lead object, or any object taken as the payload (- for stdin).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the ids and counts as JSON."),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Push leads from JSON lines, in batches of up to 1,000."""
+    with one_line_errors():
+        pushed = Service(url, token).push(session, file)
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(pushed)))
+        return
+    summary = (
+        f"{plural(len(pushed.ids), 'lead')} to session {session}: "
+        f"{pushed.created} created, {plural(pushed.duplicates, 'duplicate')}"
+    )
+    if pushed.ids:
+        summary += f"; ids {id_ranges(pushed.ids)}"
+    say(summary)
+
+
+@app.command(
+    epilog=(
+        "Every session:  leaseq stats\n\nOne, as JSON:  leaseq stats --session crawl --json\n\n"
+        "Keep watching, as the dashboard does:  leaseq stats --watch 2  (Ctrl-C to stop)"
+    )
+)
+def stats(
+    session: str | None = typer.Option(
+        None, "--session", "-s", metavar="NAME", help="One session only."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    watch: float | None = typer.Option(
+        None,
+        "--watch",
+        metavar="SECONDS",
+        min=0.2,
+        help="Refresh every SECONDS with the dashboard's numbers, until Ctrl-C.",
+    ),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Show lead counts by status, per session."""
+    service = Service(url, token)
+    if watch is not None:
+        if as_json:
+            fail("--watch and --json do not go together", EXIT_USAGE)
+        _watch(service, session, watch)
+        return
+    with one_line_errors():
+        if session is not None:
+            rows, total = {session: service.stats(session)}, None
+        else:
+            every = service.stats_all()
+            rows, total = every.sessions, every.total
+    if as_json:
+        counts = {name: _counts(c) for name, c in rows.items()}
+        if total is None:
+            typer.echo(json.dumps(next(iter(counts.values()))))
+        else:
+            typer.echo(json.dumps({"sessions": counts, "total": _counts(total)}))
+        return
+    table = Table("session", *COUNT_COLUMNS, box=None, header_style="bold")
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for name, c in rows.items():
+        table.add_row(name, *map(str, _counts(c).values()))
+    if total is not None:
+        table.add_section()
+        table.add_row("total", *map(str, _counts(total).values()), style="bold")
+    out.print(table)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    return f"{s} s" if s < 120 else f"{round(s / 60)} min" if s < 7200 else f"{round(s / 3600)} h"
+
+
+def watch_table(data: dict[str, Any], session: str | None = None) -> Table:
+    """The dashboard's numbers (``GET /dashboard/data``) as one table."""
+    columns = (*COUNT_COLUMNS, "oldest queued", "done/min", "wasted")
+    minutes = data["window_minutes"]
+    table = Table(
+        "session",
+        *columns,
+        box=None,
+        header_style="bold",
+        caption=f"done/min: the last minute; wasted: expired or released, last {minutes} min",
+    )
+    for column in table.columns[1:]:
+        column.justify = "right"
+
+    def row(view: dict[str, Any]) -> list[str]:
+        return [
+            escape(view["name"]),
+            *(str(view[c]) for c in COUNT_COLUMNS),
+            _age(view["oldest_queued_s"]),
+            str(view["completed_per_minute"][-1]),
+            str(view["wasted"]),
+        ]
+
+    for view in data["sessions"]:
+        if session is None or view["name"] == session:
+            table.add_row(*row(view))
+    if session is None:
+        table.add_section()
+        table.add_row(*row(data["total"]), style="bold")
+    return table
+
+
+def _watch(service: Service, session: str | None, every_s: float) -> None:
+    """Redraw ``watch_table`` every ``every_s`` seconds until Ctrl-C."""
+    try:
+        with Live(console=out, auto_refresh=False) as live:
+            while True:
+                try:
+                    live.update(watch_table(service.dashboard(), session), refresh=True)
+                except CliError as exc:
+                    live.update(f"[red]error:[/red] {escape(str(exc))}", refresh=True)
+                time.sleep(every_s)
+    except KeyboardInterrupt:
+        pass
+
+
+def _counts(counts: Counts) -> dict[str, int]:
+    return {column: getattr(counts, column) for column in COUNT_COLUMNS}
+
+
+@app.command(
+    epilog="One session:  leaseq sweep --session crawl\n\nEvery session:  leaseq sweep --all"
+)
+def sweep(
+    session: str | None = typer.Option(
+        None, "--session", "-s", metavar="NAME", help="The session to sweep."
+    ),
+    all_sessions: bool = typer.Option(False, "--all", help="Sweep every session."),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Requeue expired leases now (failed once out of attempts)."""
+    if (session is not None) == all_sessions:
+        fail("give --session NAME or --all (one of them)", EXIT_USAGE)
+    with one_line_errors():
+        swept = Service(url, token).sweep(session)
+    where = f"session {session}" if session is not None else "every session"
+    say(f"swept {where}: {swept.requeued} requeued, {swept.failed} failed")

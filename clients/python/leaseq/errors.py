@@ -1,0 +1,95 @@
+"""The errors of leaseq. Each carries the stable ``code`` of SPEC; the docstring is the message.
+
+The service raises them from its domain and answers each with its code; the
+client raises the same class for an answer with that code. Nothing here
+knows HTTP beyond the ``status`` a client records on what it raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LeaseqError(Exception):
+    """Something went wrong in leaseq."""
+
+    code = "error"
+
+    def __init__(self, detail: str | None = None) -> None:
+        self.detail = detail or (self.__doc__ or self.code).strip()
+        # What the service answered, when the client raised this for an answer.
+        self.status: int | None = None
+        self.problem: dict[str, Any] | None = None
+        super().__init__(self.detail)
+
+
+class LeaseLost(LeaseqError):
+    """The lease is no longer valid: expired, swept, re-leased, completed, cancelled or wrong token."""  # noqa: E501 (the docstring is the message)
+
+    code = "lease_lost"
+
+
+class NotFound(LeaseqError):
+    """No such lead."""
+
+    code = "not_found"
+
+
+class InvalidInput(LeaseqError):
+    """The input is invalid; nothing was written."""
+
+    code = "validation_error"
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class Conflict(LeaseqError):
+    """The lead is not in a status that allows this operation."""
+
+    code = "conflict"
+
+
+class Unavailable(LeaseqError):
+    """The database is unavailable; try again shortly."""
+
+    code = "unavailable"
+
+
+class ApiError(LeaseqError):
+    """The service answered with an error that has no class of its own here."""
+
+    code = "api_error"
+
+    def __init__(self, detail: str | None = None, *, code: str | None = None) -> None:
+        super().__init__(detail)
+        if code:
+            self.code = code  # the code the service answered with
+
+
+class Unauthorized(ApiError):
+    """The service wants a valid bearer token (--token / LEASEQ_TOKEN)."""
+
+    code = "unauthorized"
+
+
+class PayloadTooLarge(ApiError):
+    """The request body is larger than the service accepts."""
+
+    code = "payload_too_large"
+
+
+# The class a client raises for each code a service answers with.
+BY_CODE: dict[str, type[LeaseqError]] = {
+    cls.code: cls
+    for cls in (
+        LeaseLost,
+        NotFound,
+        InvalidInput,
+        Conflict,
+        Unavailable,
+        Unauthorized,
+        PayloadTooLarge,
+    )
+}

@@ -1,0 +1,31 @@
+"""Every limit of the wire, named once: the service enforces them and the client respects them.
+
+The service's request schemas, its validation and the worker all read these;
+nothing else spells a number that the API refuses beyond.
+"""
+
+from __future__ import annotations
+
+# A session's name (SPEC "Words"): also the lead's namespace in URLs.
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+MAX_PUSH_BATCH = 1000  # leads in one POST /sessions/{session}/leads
+MAX_ITEM_BATCH = 100  # items in one /renew/batch or /complete/batch
+MAX_LEASE_BATCH = 100  # `max` of one POST /lease
+
+MIN_TTL_S = 1.0  # the API's smallest lease (the queue itself takes any ttl > 0)
+MAX_TTL_S = 3600.0
+MAX_WAIT_S = 30.0  # the longest long poll of POST /lease
+MAX_DELAY_S = 366 * 24 * 3600.0  # a push's delay_s and a release's
+
+MAX_KEY_CHARS = 512
+MAX_OWNER_CHARS = 200
+MAX_TOKEN_CHARS = 200
+MAX_ERROR_CHARS = 65_536  # a completion's error; the worker truncates to it
+MAX_ATTEMPTS = 10_000  # the largest max_attempts a lead may ask for
+
+INT32_MAX = 2**31 - 1  # priority and depth are PostgreSQL integers
+INT64_MAX = 2**63 - 1  # lead ids are bigint
+# The largest lead id the API takes: the largest integer JSON carries exactly everywhere
+# (I-JSON, RFC 7493: parsers may read numbers as doubles).
+MAX_LEAD_ID = 2**53 - 1

@@ -1,0 +1,29 @@
+"""The worker: lease leads over REST, heartbeat them, run a handler on each, complete or release.
+
+``Worker`` is the loop (``loop``), ``Job`` what a handler gets (``job``),
+``Command`` the handler of ``leaseq worker -- COMMAND`` (``command``),
+``load_handler`` what ``--handler`` names (``handlers``), ``runner`` what
+``leaseq worker`` runs, and ``metrics`` its optional Prometheus counters.
+"""
+
+from leaseq.worker.command import Command, CommandFailed
+from leaseq.worker.handlers import load_handler
+from leaseq.worker.job import Cached, CancelToken, Handler, HandlerCancelled, Job, StopReason
+from leaseq.worker.loop import Outcome, Worker, WorkerStats, default_retry_delay, run_worker
+
+__all__ = [
+    "Cached",
+    "CancelToken",
+    "Command",
+    "CommandFailed",
+    "Handler",
+    "HandlerCancelled",
+    "Job",
+    "Outcome",
+    "StopReason",
+    "Worker",
+    "WorkerStats",
+    "default_retry_delay",
+    "load_handler",
+    "run_worker",
+]
