@@ -1,0 +1,181 @@
+"""An in-memory leaseq service behind ``httpx.MockTransport``, for the unit tier.
+
+It answers the calls a worker makes (``/lease``, ``/renew/batch``,
+``/complete``, ``/release``) as SPEC says, judging leases on a ``FakeClock``
+instead of a database, and records every request. A test makes it misbehave
+on purpose: ``down`` paths answer 503, ``lost`` leads answer ``lease_lost``
+to their renewals.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from leaseq.timefmt import rfc3339
+
+EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class FakeClock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class FakeLead:
+    id: int
+    payload: dict[str, Any]
+    max_attempts: int = 5
+    status: str = "queued"
+    attempts: int = 0
+    token: str | None = None
+    expires_at: float | None = None
+    result: Any = None
+    error: str | None = None
+    owner: str | None = None
+    available_at: float = 0.0
+    released: list[float] = field(default_factory=list)  # the delay_s of each release
+
+    def as_json(self, clock: FakeClock) -> dict[str, Any]:
+        at = rfc3339(EPOCH + timedelta(seconds=clock()))
+        expires = (
+            None if self.expires_at is None else rfc3339(EPOCH + timedelta(seconds=self.expires_at))
+        )
+        return {
+            "id": self.id,
+            "session": "s",
+            "priority": 0,
+            "payload": self.payload,
+            "key": None,
+            "depth": 0,
+            "parent_id": None,
+            "status": self.status,
+            "owner": self.owner,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "available_at": at,
+            "lease_expires_at": expires,
+            "result": self.result,
+            "error": self.error,
+            "created_at": at,
+            "updated_at": at,
+        }
+
+
+def problem(status: int, code: str, detail: str) -> httpx.Response:
+    body = {"type": f"urn:leaseq:problem:{code}", "status": status, "code": code, "detail": detail}
+    return httpx.Response(status, json=body, headers={"Content-Type": "application/problem+json"})
+
+
+@dataclass
+class FakeService:
+    """The leads of session ``s``, and what was asked of them."""
+
+    clock: FakeClock
+    leads: dict[int, FakeLead] = field(default_factory=dict)
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)  # paths answering 503
+    lost: set[int] = field(default_factory=set)  # leads whose renewals answer lease_lost
+
+    def push(self, *payloads: dict[str, Any], max_attempts: int = 5) -> list[int]:
+        ids = []
+        for payload in payloads:
+            lead_id = len(self.leads) + 1
+            self.leads[lead_id] = FakeLead(lead_id, payload, max_attempts)
+            ids.append(lead_id)
+        return ids
+
+    def paths(self) -> list[str]:
+        return [path for path, _ in self.requests]
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else {}
+        self.requests.append((path, body))
+        if path in self.down:
+            return problem(503, "unavailable", "database unavailable: OperationalError")
+        answer = {
+            "/lease": self._lease,
+            "/renew/batch": self._renew_batch,
+            "/complete": self._complete,
+            "/release": self._release,
+        }.get(path)
+        if answer is None:
+            return problem(404, "not_found", f"no route {path}")
+        return answer(body)
+
+    def _valid(self, lead_id: int, token: str) -> FakeLead | None:
+        lead = self.leads.get(lead_id)
+        if lead is None or lead.status != "leased" or lead.token != token:
+            return None
+        if lead.expires_at is None or self.clock() >= lead.expires_at:
+            return None
+        return lead
+
+    def _lease(self, body: dict[str, Any]) -> httpx.Response:
+        leases = []
+        for lead in self.leads.values():
+            if len(leases) == body.get("max", 1):
+                break
+            if lead.status != "queued" or lead.available_at > self.clock():
+                continue
+            lead.status, lead.attempts, lead.owner = "leased", lead.attempts + 1, body["owner"]
+            lead.token = secrets.token_urlsafe(8)
+            lead.expires_at = self.clock() + body["ttl_s"]
+            leases.append(
+                {
+                    "lead": lead.as_json(self.clock),
+                    "token": lead.token,
+                    "attempt": lead.attempts,
+                    "owner": lead.owner,
+                    "expires_at": rfc3339(EPOCH + timedelta(seconds=lead.expires_at)),
+                    "ttl_s": body["ttl_s"],
+                }
+            )
+        return httpx.Response(200, json={"leases": leases})
+
+    def _renew_batch(self, body: dict[str, Any]) -> httpx.Response:
+        results = []
+        for item in body["items"]:
+            lead = self._valid(item["lead_id"], item["token"])
+            if lead is None or lead.id in self.lost:
+                results.append({"lead_id": item["lead_id"], "ok": False, "code": "lease_lost"})
+                continue
+            lead.expires_at = self.clock() + item["ttl_s"]
+            expires = rfc3339(EPOCH + timedelta(seconds=lead.expires_at))
+            results.append({"lead_id": lead.id, "ok": True, "expires_at": expires})
+        return httpx.Response(200, json={"results": results})
+
+    def _complete(self, body: dict[str, Any]) -> httpx.Response:
+        lead = self._valid(body["lead_id"], body["token"])
+        if lead is None:
+            return problem(409, "lease_lost", "the lease is no longer valid")
+        lead.status, lead.result, lead.error = body["status"], body["result"], body["error"]
+        lead.token = lead.expires_at = None
+        return httpx.Response(200, json={"lead": lead.as_json(self.clock)})
+
+    def _release(self, body: dict[str, Any]) -> httpx.Response:
+        lead = self._valid(body["lead_id"], body["token"])
+        if lead is None:
+            return problem(409, "lease_lost", "the lease is no longer valid")
+        lead.status, lead.token, lead.expires_at = "queued", None, None
+        lead.available_at = self.clock() + body["delay_s"]
+        lead.released.append(body["delay_s"])
+        return httpx.Response(200, json={"lead": lead.as_json(self.clock)})

@@ -1,0 +1,67 @@
+"""The two distributions: one version, the client's short dependency list, the plugged commands.
+
+What a fresh virtualenv with the client alone can do is tests/test_client_alone.py.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import leaseq
+from leaseq.cli import root
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pyproject(path: Path) -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads(path.read_text())["project"]
+    return project
+
+
+def test_one_version_for_both_and_the_server_pins_the_client() -> None:
+    client = pyproject(ROOT / "clients" / "python" / "pyproject.toml")
+    server = pyproject(ROOT / "pyproject.toml")
+    assert (client["name"], server["name"]) == ("leaseq", "leaseq-server")
+    assert client["version"] == server["version"] == leaseq.__version__
+    assert f"leaseq=={client['version']}" in server["dependencies"]
+
+
+def test_the_client_depends_on_httpx_and_typer_only() -> None:
+    client = pyproject(ROOT / "clients" / "python" / "pyproject.toml")
+    names = {dependency.split(">")[0].split("=")[0] for dependency in client["dependencies"]}
+    assert names == {"httpx", "typer"}
+    assert client["optional-dependencies"] == {"metrics": ["prometheus-client>=0.20"]}
+    assert client["scripts"] == {"leaseq": "leaseq.cli:main"}
+
+
+def test_the_server_registers_its_commands_for_leaseq() -> None:
+    server = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    registered = server["entry-points"][root.ENTRY_POINTS]
+    assert set(registered) == set(root.SERVER_COMMANDS)
+    installed = {ep.name: ep for ep in metadata.entry_points(group=root.ENTRY_POINTS)}
+    assert set(installed) == set(root.SERVER_COMMANDS)  # this environment has both
+    for entry_point in installed.values():
+        assert isinstance(entry_point.load(), typer.Typer)
+    assert set(root.command_tree().commands) == set(root.ORDER)
+
+
+def test_without_the_server_its_commands_say_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(root, "entry_points", lambda group: [])
+    runner = CliRunner()
+    for argv in (["serve"], ["serve", "--port", "9000"], ["db", "upgrade"], ["report", "-s", "s"]):
+        result = runner.invoke(root.app, argv)
+        assert result.exit_code == 1, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and "needs the leaseq server" in lines[0], result.output
+        assert "pip install leaseq-server" in lines[0]
+    listed = runner.invoke(root.app, ["--help"])
+    assert "Needs the server" in listed.output and "worker" in listed.output
