@@ -10,15 +10,18 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# -- build: the package and its dependencies in a virtualenv ------------------
+# -- build: both distributions and their dependencies in a virtualenv ----------
+# The client (clients/python: distribution "leaseq", the `leaseq` command) and
+# the server (the root: "leaseq-server", which pins the client's version).
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python -m venv /opt/leaseq
 WORKDIR /src
+COPY clients/python ./clients/python
 COPY pyproject.toml README.md ./
 COPY app ./app
 COPY migrations ./migrations
-RUN /opt/leaseq/bin/pip install .
+RUN /opt/leaseq/bin/pip install ./clients/python .
 
 # -- pgbouncer: Debian's PgBouncer with leaseq's pooling rules ----------------
 # The `pgbouncer` profile of docker-compose.yml; the tests run the same

@@ -4,7 +4,7 @@
 #   examples/run.sh                        # starts `leaseq serve` (embedded PostgreSQL) if needed
 #   LEASEQ_URL=http://host:8000 examples/run.sh   # use a running service
 #
-# Needs `leaseq` on PATH (pip install -e . in the repo) and python3.
+# Needs `leaseq` on PATH (pip install -e ./clients/python -e . in the repo) and python3.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -5,9 +5,10 @@
 embedded PostgreSQL is ``leaseq serve``'s business.
 
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
-configured) → body limit → FastAPI. The lifespan starts a ``Runtime`` (engine,
-queue, LISTEN fan-out, boot recovery, sweeper) and stops it on shutdown; see
-``app.api.runtime`` for how SIGTERM ends long polls at once.
+configured) → body limit → FastAPI. The lifespan starts a ``Runtime`` (pool,
+queue, LISTEN fan-out, and the maintenance services: boot recovery, sweeper,
+pruner) and stops it on shutdown; see ``app.api.runtime`` for how SIGTERM
+ends long polls at once.
 """
 
 from __future__ import annotations

@@ -125,9 +125,19 @@ def test_every_file_copied_is_in_the_build_context() -> None:
             for source in sources:
                 assert (ROOT / source).exists(), f"{DOCKERFILE.name} copies missing {source}"
                 assert not ignored(source.rstrip("/")), f".dockerignore drops {source}"
-    # What pip needs to build the package (pyproject names the readme).
-    assert not ignored("README.md") and not ignored("app/cli.py")
+    # What pip needs to build both distributions (each pyproject names its readme).
+    assert not ignored("README.md") and not ignored("app/cli/serve.py")
+    assert not ignored("clients/python/pyproject.toml") and not ignored("clients/python/README.md")
+    assert not ignored("clients/python/leaseq/cli/root.py")
     assert ignored(".venv") and ignored("tests/conftest.py") and ignored("app/__pycache__")
+
+
+def test_the_build_installs_the_client_and_the_server() -> None:
+    [build] = [s for s in dockerfile_stages()[1] if s.name == "build"]
+    copied = {source for sources, _ in copies(build) for source in sources}
+    assert {"clients/python", "pyproject.toml", "app", "migrations"} <= copied
+    [install] = [i for i in build.all("RUN") if "pip install" in i.arguments]
+    assert install.arguments.split()[-2:] == ["./clients/python", "."]
 
 
 def test_the_pgbouncer_stage_runs_the_repos_pooling_rules() -> None:
