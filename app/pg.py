@@ -79,18 +79,22 @@ class PoolStats:
 
 
 class Database:
-    """A pool of connections to one PostgreSQL database; see the module docstring."""
+    """A pool of connections to one PostgreSQL database; see the module docstring.
+
+    Build it with ``from_settings``: the defaults of every parameter are the
+    settings' (``app.config``).
+    """
 
     def __init__(
         self,
         url: str,
         *,
-        pool_size: int = 10,
-        pool_timeout_s: float = 5.0,
-        connect_timeout_s: int = 5,
-        statement_timeout_ms: int | None = 10_000,
-        pooled: bool = False,
-        prepared_statements: bool | None = None,
+        pool_size: int,
+        pool_timeout_s: float,
+        connect_timeout_s: int,
+        statement_timeout_ms: int,
+        pooled: bool,
+        prepared_statements: bool,
         on_checkout: Callable[[int], None] | None = None,
     ) -> None:
         """``on_checkout(n)`` hears each change (+1 out, -1 back) of the connections in use."""
@@ -99,9 +103,9 @@ class Database:
             "row_factory": dict_row,
             "connect_timeout": connect_timeout_s,
         }
-        if not pooled and statement_timeout_ms is not None:
+        if not pooled:
             kwargs["options"] = f"-c statement_timeout={statement_timeout_ms}"
-        if not (prepared_statements if prepared_statements is not None else not pooled):
+        if not prepared_statements:
             kwargs["prepare_threshold"] = None
         self.size = pool_size
         self._checked_out = 0

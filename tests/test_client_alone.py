@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -85,12 +86,14 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     base = tmp_path_factory.mktemp("client-alone")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # Built from a copy: a build writes build/ and *.egg-info next to its sources.
+    source = base / "source"
+    leftovers = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(ROOT / "clients" / "python", source, ignore=leftovers)
     wheels = base / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT / "clients" / "python")],
-        check=True,
-        timeout=240,
+        [*pip, "wheel", "--no-deps", "-w", str(wheels), str(source)], check=True, timeout=240
     )
     [wheel] = wheels.glob("leaseq-*.whl")
     python = venv / "bin" / "python"

@@ -20,6 +20,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
 
 from app import migrate
+from app.config import Settings
 from app.db import LEADS_STORAGE, lead_events, leads, metadata, sqlalchemy_url
 from app.maintenance import schema_revision
 from app.pg import Database, libpq_url
@@ -295,7 +296,7 @@ def test_upgrade_twice_is_harmless(empty_database_url: str, sync_engine: Engine)
 
 async def test_the_runtime_reads_the_schema_revision(empty_database_url: str) -> None:
     """What readyz and `leaseq report` read through app.pg: none, then the head."""
-    async with Database(empty_database_url, pool_size=1) as db:
+    async with Database.from_settings(Settings(), empty_database_url, pool_size=1) as db:
         assert await schema_revision(db) is None
         migrate.upgrade(empty_database_url)
         assert await schema_revision(db) == migrate.head()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.engine import make_url
 
 
 class Proxy:
@@ -74,3 +78,22 @@ async def _close(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(OSError, asyncio.CancelledError):
         await writer.wait_closed()
+
+
+@asynccontextmanager
+async def proxied(database_url: str) -> AsyncIterator[tuple[Proxy, str]]:
+    """A running proxy in front of ``database_url``'s server, and the URL through it."""
+    url = make_url(database_url)
+    socket_folder = url.query.get("host")  # the embedded PostgreSQL listens on a Unix socket
+    host = socket_folder if isinstance(socket_folder, str) else (url.host or "127.0.0.1")
+    proxy = Proxy(host, url.port or 5432)
+    await proxy.start()
+    through = (
+        url.difference_update_query(["host"])  # the embedded server's socket folder
+        .set(host="127.0.0.1", port=proxy.port)
+        .render_as_string(hide_password=False)
+    )
+    try:
+        yield proxy, through
+    finally:
+        await proxy.stop()

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.pg import libpq_url
 from tests.api import shapes
 from tests.api.conftest import Serve, listening, serving, until, waiters
-from tests.api.proxy import Proxy
+from tests.api.proxy import Proxy, proxied
 
 
 async def push_and_lease(client: httpx.AsyncClient, session: str = "s") -> int:
@@ -98,25 +98,16 @@ async def test_an_unreachable_database_answers_503_quickly() -> None:
 
 
 @pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[Proxy]:
-    url = make_url(database_url)
-    socket_folder = url.query.get("host")  # the embedded PostgreSQL listens on a Unix socket
-    host = socket_folder if isinstance(socket_folder, str) else (url.host or "127.0.0.1")
-    proxy = Proxy(host, url.port or 5432)
-    await proxy.start()
-    yield proxy
-    await proxy.stop()
+async def behind_proxy(database_url: str) -> AsyncIterator[tuple[Proxy, str]]:
+    """A TCP proxy in front of the test's database, and the URL through it."""
+    async with proxied(database_url) as found:
+        yield found
 
 
 async def test_an_outage_gives_503_and_the_service_recovers_by_itself(
-    serve: Serve, database_url: str, proxy: Proxy
+    serve: Serve, behind_proxy: tuple[Proxy, str]
 ) -> None:
-    through_proxy = (
-        make_url(database_url)
-        .difference_update_query(["host"])  # the embedded server's socket folder
-        .set(host="127.0.0.1", port=proxy.port)
-        .render_as_string(hide_password=False)
-    )
+    proxy, through_proxy = behind_proxy
     async with serve(database_url=through_proxy, connect_timeout_s=1, pool_timeout_s=1) as client:
         await listening(client)
         await push_and_lease(client)
