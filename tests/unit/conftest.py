@@ -1,4 +1,4 @@
-"""The unit tier: no PostgreSQL, no process, no network; it runs in seconds.
+"""The unit tier: no PostgreSQL, no service, no network; it runs in seconds.
 
 A test here that asks for a database fails at once instead of starting one.
 """

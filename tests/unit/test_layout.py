@@ -5,6 +5,8 @@ What a fresh virtualenv with the client alone can do is tests/test_client_alone.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -65,3 +67,19 @@ def test_without_the_server_its_commands_say_so_in_one_line(
         assert "pip install leaseq-server" in lines[0]
     listed = runner.invoke(root.app, ["--help"])
     assert "Needs the server" in listed.output and "worker" in listed.output
+
+
+@pytest.mark.parametrize("verb", ["worker", "push", "stats", "sweep"])
+def test_the_clients_own_commands_never_import_the_server(verb: str) -> None:
+    """Even where the server is installed: a handler's own ``app`` package stays its own."""
+    probe = (
+        "import sys\n"
+        "from leaseq.cli import main\n"
+        f"sys.argv = ['leaseq', {verb!r}, '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout.strip().splitlines()[-1] == "[]", found.stdout
