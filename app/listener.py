@@ -38,7 +38,7 @@ from app import metrics
 from app.pg import libpq_url
 from app.queue import Queue
 from app.sql import NOTIFY_CHANNEL
-from leaseq.errors import LeaseqError, Unavailable
+from leaseq.errors import LeaseqError, Unavailable, first_line
 from leaseq.model import Lease
 
 log = logging.getLogger("leaseq.listener")
@@ -183,8 +183,9 @@ class Listener:
                     self.connected = False
                     await conn.close()
             except Exception as exc:  # any failure: log, back off, reconnect
-                reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-                log.warning("listener connection failed: %s; retrying in %.1fs", reason, backoff)
+                log.warning(
+                    "listener connection failed: %s; retrying in %.1fs", first_line(exc), backoff
+                )
             if self.closed:
                 return
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))

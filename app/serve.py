@@ -38,6 +38,7 @@ from app import embedded, migrate
 from app.config import Settings
 from app.metrics import MULTIPROC_ENV
 from app.pg import redacted
+from leaseq.errors import first_line
 
 APP_FACTORY = "app.api.app:create_app"
 
@@ -72,12 +73,6 @@ class ServeOptions:
     log_level: str
     access_log: bool
     graceful_timeout_s: int
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception as one line: its type when it has no message."""
-    text = str(exc).strip()
-    return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
 def check_database_url(url: str) -> None:

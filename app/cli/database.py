@@ -25,7 +25,7 @@ from app.maintenance import schema_revision
 from app.pg import Database, redacted
 from app.queue import Queue
 from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_USAGE, CliError
-from leaseq.errors import Unavailable
+from leaseq.errors import Unavailable, first_line
 
 DATABASE = "Database"
 LOOK_ELSEWHERE = "is this the service's database? set LEASEQ_DATABASE_URL or --data-dir"
@@ -100,7 +100,7 @@ def located(
     try:
         url = embedded.start(data_dir)
     except Exception as exc:  # initdb or pg_ctl failed: point at its log, no traceback
-        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        reason = first_line(exc)
         raise CliError(f"cannot start {where}: {reason} (its log: {data_dir / 'log'})") from None
     try:
         yield Located(url, where)
@@ -129,5 +129,4 @@ async def opened_queue(settings: Settings) -> AsyncIterator[Queue]:
                     db, ledger=settings.ledger, max_payload_bytes=settings.max_payload_bytes
                 )
             except psycopg.Error as exc:  # the database refused (a permission, say): one line
-                reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-                raise CliError(f"{found.where}: {type(exc).__name__}: {reason}") from None
+                raise CliError(f"{found.where}: {type(exc).__name__}: {first_line(exc)}") from None

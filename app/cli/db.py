@@ -13,6 +13,7 @@ import typer
 
 from app.cli.database import DatabaseUrl, DataDir, located, settings_of
 from leaseq.cli.output import CliError, one_line_errors, say
+from leaseq.errors import first_line
 
 cli = typer.Typer(add_completion=False, no_args_is_help=True)
 
@@ -39,7 +40,6 @@ def upgrade(database_url: str | None = DatabaseUrl, data_dir: Path | None = Data
             try:
                 migrate.upgrade(found.url)
             except Exception as exc:  # one line, not a traceback
-                reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-                why = f"{type(exc).__name__}: {reason}"
+                why = f"{type(exc).__name__}: {first_line(exc)}"
                 raise CliError(f"migrating {found.where} failed: {why}") from None
             say(f"schema at {migrate.head()} in {found.where}")

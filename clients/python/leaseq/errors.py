@@ -80,6 +80,12 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception as one line for a person: its message's first line, else its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
+
 # The class a client raises for each code a service answers with.
 BY_CODE: dict[str, type[LeaseqError]] = {
     cls.code: cls
