@@ -14,14 +14,13 @@ of the ledger. With the ledger off the chart stays flat.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from app import sql
 from app.pg import Connection, Row, execute
-from app.queue import Queue
+from app.queue import Queue, counts_by_session
 from leaseq.model import Counts
 
 WINDOW_MINUTES = 15
@@ -96,13 +95,6 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
     )
 
 
-def _counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, Counts]:
-    by: dict[str, dict[str, int]] = {}
-    for row in rows:
-        by.setdefault(row["session"], {})[row["status"]] = int(row["n"])
-    return {name: Counts(**found) for name, found in by.items()}
-
-
 async def snapshot(queue: Queue) -> Snapshot:
     """What the dashboard shows now. Raises Unavailable when the database does not answer."""
     (
@@ -114,7 +106,7 @@ async def snapshot(queue: Queue) -> Snapshot:
         expiring_rows,
         failure_rows,
     ) = await queue.db.run(_read)
-    counts = _counts(counts_rows)
+    counts = counts_by_session(counts_rows)
     oldest = {r["session"]: float(r["age_s"]) for r in oldest_rows}
     completed: dict[str, list[int]] = {}
     wasted: dict[str, list[int]] = {}

@@ -61,6 +61,14 @@ def _lead(row: Mapping[str, Any]) -> Lead:
     return Lead(**{name: row[name] for name in Lead.__slots__})
 
 
+def counts_by_session(rows: Sequence[Mapping[str, Any]]) -> dict[str, Counts]:
+    """The rows of ``sql.stats_all`` (session, status, n) as counts per session, by name."""
+    by_session: dict[str, dict[str, int]] = {}
+    for row in rows:
+        by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
+    return {name: Counts(**counts) for name, counts in sorted(by_session.items())}
+
+
 class Queue:
     """The lease queue over one PostgreSQL database (``app.pg.Database``).
 
@@ -397,10 +405,7 @@ class Queue:
 
     async def stats_all(self) -> AllCounts:
         """Lead counts per session, and their total."""
-        by_session: dict[str, dict[str, int]] = {}
-        for row in await self._rows(sql.stats_all(), {}):
-            by_session.setdefault(row["session"], {})[row["status"]] = row["n"]
-        sessions = {name: Counts(**counts) for name, counts in sorted(by_session.items())}
+        sessions = counts_by_session(await self._rows(sql.stats_all(), {}))
         return AllCounts(sessions=sessions, total=sum(sessions.values(), Counts()))
 
     async def db_now(self) -> datetime:
