@@ -1,8 +1,10 @@
-"""Test databases: a migrated template built once per run, a fresh copy for each test.
+"""Test databases, ``leaseq serve`` processes and a browser.
 
-PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``, ``LEASEQ_DATABASE_URL``,
-a testcontainers PostgreSQL when ``LEASEQ_TEST_DOCKER=1``, else an embedded
-PostgreSQL started here in a temporary folder.
+Databases: a migrated template built once per run, a fresh copy for each
+test. PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``,
+``LEASEQ_DATABASE_URL``, a testcontainers PostgreSQL when
+``LEASEQ_TEST_DOCKER=1``, else an embedded PostgreSQL started here in a
+temporary folder.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,6 +26,9 @@ from app import migrate
 from app.config import Settings
 from app.db import create_engine, libpq_url
 from app.queue import Queue
+from tests import browser as browsers
+from tests import system
+from tests.serving import Services
 
 
 def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -108,3 +114,24 @@ async def engine(database_url: str, settings: Settings) -> AsyncIterator[AsyncEn
 @pytest.fixture
 def queue(engine: AsyncEngine) -> Queue:
     return Queue(engine)
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """``leaseq serve`` processes of this test, stopped after it."""
+    running = Services(tmp_path)
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="session")
+def chromium_program() -> str:
+    """Chromium's path; the test skips (fails under CI's switch) without it."""
+    return system.need(system.CHROMIUM)
+
+
+@pytest.fixture
+def browser(chromium_program: str) -> Iterator[Any]:
+    """A headless Chromium (``tests.browser``)."""
+    with browsers.chromium(chromium_program) as launched:
+        yield launched

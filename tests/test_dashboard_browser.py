@@ -7,74 +7,27 @@ autovacuum warning exactly when the server says ``autovacuum = off``. The page
 must not reach anything but the service (it works offline). A screenshot is
 kept in ``test-artifacts/dashboard.png``.
 
-Chromium comes from the system (Debian's ``chromium`` package: ``apt-get
-install -y chromium``; ``.ci/run`` installs it), never ``playwright install``.
-Without it these tests fail, saying so.
+Chromium comes from the system (``tests.browser``); without it these tests
+skip, saying what to install.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from app.db import AUTOVACUUM_OFF
-from tests.serving import ROOT, Service, Services
+from tests.browser import WAIT_MS, requests_of
+from tests.serving import ROOT, Services
 from tests.test_autovacuum import autovacuum_on
 
 pytestmark = pytest.mark.service
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = ROOT / "test-artifacts"
-WAIT_MS = 15_000
 SESSION = "crawl"
 TOKEN = "dashboard-token"
-
-
-def chromium_path() -> str:
-    found = os.environ.get("LEASEQ_TEST_CHROMIUM") or shutil.which("chromium")
-    if found is None:
-        pytest.fail(
-            "the dashboard tests need Chromium: apt-get update && apt-get install -y chromium "
-            "(or set LEASEQ_TEST_CHROMIUM to a Chromium binary)",
-            pytrace=False,
-        )
-    return found
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    executable = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def push(http: httpx.Client, n: int) -> list[int]:
@@ -113,13 +66,6 @@ def wait_for_counts(page: Any, session: str, expected: dict[str, int]) -> None:
     )
 
 
-def only_the_service(page: Any, service: Service) -> list[str]:
-    """Record every URL the page asks for."""
-    asked: list[str] = []
-    page.on("request", lambda request: asked.append(request.url))
-    return asked
-
-
 def test_the_dashboard_follows_the_queue_and_operates_on_leads(
     services: Services, database_url: str, browser: Any
 ) -> None:
@@ -139,7 +85,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         )
 
         page = browser.new_page(viewport={"width": 1200, "height": 900})
-        asked = only_the_service(page, service)
+        asked = requests_of(page)
         page.goto(f"{service.url}/dashboard")
         page.wait_for_selector(f'#sessions tbody tr[data-session="{SESSION}"]', timeout=WAIT_MS)
 
@@ -202,7 +148,7 @@ def test_with_tokens_the_dashboard_asks_for_one_and_keeps_it(
         [held] = lease(http, 1, owner="worker-1")
 
         page = browser.new_page()
-        asked = only_the_service(page, service)
+        asked = requests_of(page)
         page.goto(f"{service.url}/dashboard")
         page.wait_for_selector("#login", state="visible", timeout=WAIT_MS)
         assert page.locator("#main").is_hidden()

@@ -29,13 +29,6 @@ pytestmark = pytest.mark.service
 SESSION = "s"
 
 
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
-
-
 def push(http: httpx.Client, n: int, session: str = SESSION, **fields: Any) -> list[int]:
     leads = [{"payload": {"i": i}, **fields} for i in range(n)]
     ids: list[int] = []
