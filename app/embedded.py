@@ -60,11 +60,19 @@ def start(data_dir: Path) -> str:
     return uri
 
 
-def stop(data_dir: Path) -> None:
-    """Stop the embedded PostgreSQL this process started in ``data_dir``, if any."""
-    server = _servers.pop(Path(data_dir).expanduser().resolve(), None)
-    if server is not None:
-        server.cleanup()
+def stop(data_dir: Path) -> bool:
+    """Leave the embedded PostgreSQL this process started in ``data_dir``; True if it stopped.
+
+    It stops when this process was its last holder; False when another process
+    still uses it, or this one never started it.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    server = _servers.pop(data_dir, None)
+    if server is None:
+        return False
+    server.cleanup()
+    # PostgreSQL removes postmaster.pid once it has shut down (pg_ctl stop -w waits for that).
+    return not (data_dir / "postmaster.pid").exists()
 
 
 def resolve_database_url(database_url: str | None, data_dir: Path) -> str:
