@@ -13,6 +13,8 @@ skip, saying what to install.
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import Any
 
 import httpx
@@ -66,6 +68,42 @@ def wait_for_counts(page: Any, session: str, expected: dict[str, int]) -> None:
     )
 
 
+def assert_the_chart_has_a_time_axis(page: Any) -> None:
+    """Ticks every 5 minutes, each labelled with its minutes ago and its clock time."""
+    ticks = page.locator("#chart .x-axis text[data-minutes-ago]").all_text_contents()
+    assert ticks == ["15 min ago", "10 min ago", "5 min ago", "now"]
+    clocks = page.locator("#chart .x-axis text.clock").all_text_contents()
+    minutes = [int(hh) * 60 + int(mm) for hh, mm in (clock.split(":") for clock in clocks)]
+    assert len(minutes) == 4 and all(re.fullmatch(r"\d\d:\d\d", clock) for clock in clocks)
+    assert [(b - a) % (24 * 60) for a, b in itertools.pairwise(minutes)] == [5, 5, 5], clocks
+
+
+def assert_the_chart_fills_a_wide_window(page: Any) -> None:
+    """In a wide window the chart spans the page's width, its bars and axis with it."""
+    width = 1800
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function(
+        "() => { const svg = document.getElementById('chart');"
+        " return svg.viewBox.baseVal.width === svg.clientWidth; }",
+        timeout=WAIT_MS,
+    )
+    shown = page.evaluate(
+        """() => {
+            const svg = document.getElementById('chart');
+            const bars = svg.querySelectorAll('rect');
+            const last = bars[bars.length - 1];
+            return {
+                page: document.documentElement.clientWidth,
+                chart: svg.getBoundingClientRect().width,
+                bars_end: last.x.baseVal.value + last.width.baseVal.value,
+                drawn: svg.viewBox.baseVal.width,
+            };
+        }"""
+    )
+    assert shown["chart"] > 0.9 * shown["page"] and shown["page"] == width, shown
+    assert shown["bars_end"] > shown["drawn"] - 2, shown
+
+
 def test_the_dashboard_follows_the_queue_and_operates_on_leads(
     services: Services, database_url: str, browser: Any
 ) -> None:
@@ -102,6 +140,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         assert "<img src=x> timed out" in failure.inner_text()  # shown as text, not markup
         assert page.locator("#failures img").count() == 0
         assert page.locator("#chart rect").count() == 15
+        assert_the_chart_has_a_time_axis(page)
 
         # It follows the queue without a reload.
         push(http, 4)
@@ -130,6 +169,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         assert http.get(f"/leads/{failing['lead']['id']}").json()["status"] == "queued"
         wait_for_counts(page, SESSION, http.get(f"/sessions/{SESSION}/stats").json())
 
+        assert_the_chart_fills_a_wide_window(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         assert (ARTIFACTS / "dashboard.png").stat().st_size > 0
