@@ -1,10 +1,13 @@
-"""Test databases, ``leaseq serve`` processes and a browser.
+"""Test databases, ``leaseq serve`` processes, a browser, and which tests run.
 
 Databases: a migrated template built once per run, a fresh copy for each
 test. PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``,
 ``LEASEQ_DATABASE_URL``, a testcontainers PostgreSQL when
 ``LEASEQ_TEST_DOCKER=1``, else an embedded PostgreSQL started here in a
 temporary folder.
+
+Tests marked ``slow`` (minutes each: fuzzing, whole-suite and chaos runs) are
+left out unless ``--run-slow`` is given; CI gives it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,48 @@ from app.queue import Queue
 from tests import browser as browsers
 from tests import system
 from tests.serving import Services
+
+RUN_SLOW = "--run-slow"
+_left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        RUN_SLOW,
+        action="store_true",
+        help="also run the tests marked slow (fuzzing, whole-suite and chaos runs); CI does",
+    )
+
+
+def _slow_included(config: pytest.Config) -> bool:
+    """--run-slow, or a ``-m`` expression that decides about ``slow`` itself."""
+    return bool(config.getoption(RUN_SLOW)) or "slow" in (config.option.markexpr or "")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _slow_included(config):
+        return "slow tests: included"
+    return f"slow tests: left out (add {RUN_SLOW} to run them too)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --run-slow, deselect the tests marked slow (the summary counts them)."""
+    if _slow_included(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+        config.stash[_left_out] = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left_out = terminalreporter.config.stash.get(_left_out, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} slow test{'s' * (left_out != 1)} left out (deselected): "
+            f"python -m pytest {RUN_SLOW} runs them"
+        )
 
 
 def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:

@@ -312,6 +312,8 @@ def test_the_api_suite_passes_through_pgbouncer(pgbouncer: PgBouncer, server_url
     """tests/api once more, every app reaching its database through PgBouncer."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
     env.update({"LEASEQ_TEST_DATABASE_URL": server_url, POOLER_URL_ENV: pgbouncer.url("postgres")})
+    # The default selection: the slow fuzzing of tests/api runs its own service on the
+    # direct URL, so through the pooler it would only repeat itself.
     deselect = [arg for test in DIRECT_ONLY for arg in ("--deselect", test)]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/api", "-q", "-p", "no:cacheprovider", *deselect],
