@@ -92,6 +92,8 @@ class PgBouncer:
         target += f" connect_query='SET statement_timeout = {STATEMENT_TIMEOUT_MS}'"
         users = self.dir / "userlist.txt"
         users.write_text(f'"{self.user}" ""\n')
+        # A copy: the user it runs as may not be able to read the checkout.
+        pooling = Path(shutil.copy(POOLING_INI, self.dir / POOLING_INI.name))
         self.config = self.dir / "pgbouncer.ini"
         self.config.write_text(
             f"[databases]\n* = {target}\n\n"
@@ -99,12 +101,12 @@ class PgBouncer:
             f"listen_addr =\nlisten_port = {SOCKET_PORT}\nunix_socket_dir = {self.dir}\n"
             f"auth_type = trust\nauth_file = {users}\nadmin_users = {self.user}\n"
             f"{extra}"
-            f"%include {POOLING_INI}\n"
+            f"%include {pooling}\n"
         )
         self.log_path = self.dir / "pgbouncer.log"  # written by this process
         if self.run_as is not None:  # its folder is the user's it runs as, and no one else's
             account = pwd.getpwnam(self.run_as)
-            for path in (self.dir, users, self.config):
+            for path in (self.dir, users, pooling, self.config):
                 os.chown(path, account.pw_uid, account.pw_gid)
         self.process: subprocess.Popen[bytes] | None = None
 
