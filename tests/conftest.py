@@ -6,8 +6,9 @@ test. PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``,
 ``LEASEQ_TEST_DOCKER=1``, else an embedded PostgreSQL started here in a
 temporary folder.
 
-Tests marked ``slow`` (minutes each: fuzzing, whole-suite and chaos runs) are
-left out unless ``--run-slow`` is given; CI gives it.
+Tests marked ``slow`` (the long runs: fuzzing, the API suite through
+PgBouncer, chaos, the state machine) are left out unless ``--run-slow`` is
+given; CI gives it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         RUN_SLOW,
         action="store_true",
-        help="also run the tests marked slow (fuzzing, whole-suite and chaos runs); CI does",
+        help="also run the tests marked slow (fuzzing, a suite through PgBouncer, chaos); CI does",
     )
 
 
