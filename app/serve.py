@@ -276,5 +276,10 @@ def run(
             environ.pop(MULTIPROC_ENV, None)
             shutil.rmtree(metrics_dir, ignore_errors=True)
         if data_dir is not None:
-            embedded.stop(data_dir)
+            if embedded.stop(data_dir):
+                announce(f"embedded PostgreSQL stopped (data kept in {data_dir})")
+            else:
+                announce(
+                    f"embedded PostgreSQL left running for its other users (data in {data_dir})"
+                )
         signal.signal(signal.SIGTERM, previous)

@@ -1,9 +1,15 @@
-"""Test databases: a migrated template built once per run, a fresh copy for each test.
+"""Test databases, ``leaseq serve`` processes, a browser, and which tests run.
 
-PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``, ``LEASEQ_DATABASE_URL``,
-a testcontainers PostgreSQL when ``LEASEQ_TEST_DOCKER=1``, else an embedded
-PostgreSQL started here in a temporary folder. Tests of the unit tier
-(tests/unit) ask for none of these fixtures, so no database starts for them.
+Databases: a migrated template built once per run, a fresh copy for each
+test. PostgreSQL is found, in order: ``LEASEQ_TEST_DATABASE_URL``,
+``LEASEQ_DATABASE_URL``, a testcontainers PostgreSQL when
+``LEASEQ_TEST_DOCKER=1``, else an embedded PostgreSQL started here in a
+temporary folder. Tests of the unit tier (tests/unit) ask for none of
+these fixtures, so no database starts for them.
+
+Tests marked ``slow`` (the long runs: fuzzing, the API suite through
+PgBouncer, chaos, the state machine) are left out unless ``--run-slow`` is
+given; CI gives it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,6 +30,51 @@ from app import migrate
 from app.config import Settings
 from app.pg import Database, libpq_url
 from app.queue import Queue
+from tests import browser as browsers
+from tests import system
+from tests.serving import Services
+
+RUN_SLOW = "--run-slow"
+_left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        RUN_SLOW,
+        action="store_true",
+        help="also run the tests marked slow (fuzzing, a suite through PgBouncer, chaos); CI does",
+    )
+
+
+def _slow_included(config: pytest.Config) -> bool:
+    """--run-slow, or a ``-m`` expression that decides about ``slow`` itself."""
+    return bool(config.getoption(RUN_SLOW)) or "slow" in (config.option.markexpr or "")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _slow_included(config):
+        return "slow tests: included"
+    return f"slow tests: left out (add {RUN_SLOW} to run them too)"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --run-slow, deselect the tests marked slow (the summary counts them)."""
+    if _slow_included(config):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+        config.stash[_left_out] = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left_out = terminalreporter.config.stash.get(_left_out, 0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} slow test{'s' * (left_out != 1)} left out (deselected): "
+            f"python -m pytest {RUN_SLOW} runs them"
+        )
 
 
 def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -108,3 +160,24 @@ async def db(database_url: str, settings: Settings) -> AsyncIterator[Database]:
 @pytest.fixture
 def queue(db: Database) -> Queue:
     return Queue(db)
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """``leaseq serve`` processes of this test, stopped after it."""
+    running = Services(tmp_path)
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="session")
+def chromium_program() -> str:
+    """Chromium's path; the test skips (fails under CI's switch) without it."""
+    return system.need(system.CHROMIUM)
+
+
+@pytest.fixture
+def browser(chromium_program: str) -> Iterator[Any]:
+    """A headless Chromium (``tests.browser``)."""
+    with browsers.chromium(chromium_program) as launched:
+        yield launched

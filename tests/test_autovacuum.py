@@ -155,7 +155,6 @@ def own_database(own_server: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("state", ["off", "on"])
 async def test_both_answers_on_a_server_of_our_own(
     own_server: str, own_database: str, state: str, caplog: pytest.LogCaptureFixture

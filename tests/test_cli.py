@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,6 @@ import pytest
 from tests.serving import Service, Services, free_port, leaseq
 
 pytestmark = pytest.mark.service
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
 
 
 @pytest.fixture

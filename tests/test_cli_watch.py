@@ -9,8 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,13 +18,6 @@ pytestmark = pytest.mark.service
 
 DEADLINE_S = 20.0
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # the terminal's styles and cursor moves
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
 
 
 class Output:

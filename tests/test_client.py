@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,13 +20,6 @@ pytestmark = pytest.mark.service
 
 FAST_RETRY = RetryPolicy(attempts=40, base_s=0.05, max_s=0.3)
 SWEEPS_BY_HAND = {"LEASEQ_SWEEP_INTERVAL_S": "3600"}
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
 
 
 @pytest.fixture

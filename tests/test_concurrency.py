@@ -71,7 +71,6 @@ async def drain(queue: Queue, owner: str, max_: int) -> list[int]:
 # -- leasing under contention ----------------------------------------------------
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("max_", [1, 10, 100])
 async def test_concurrent_lease_hands_each_lead_out_once(
@@ -98,7 +97,6 @@ async def test_concurrent_lease_hands_each_lead_out_once(
     assert {r["attempt"] for r in rows} == {1}
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_lease_and_complete_from_threads(queue: Queue, database_url: str) -> None:
     """Threads with event loops and pools of their own lease and complete every lead once."""
@@ -138,7 +136,6 @@ async def test_lease_and_complete_from_threads(queue: Queue, database_url: str) 
     assert counted == {"n": LEADS, "leads": LEADS}
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_producers_and_consumers_at_once(queue: Queue, database_url: str) -> None:
     """Pushing while 16 workers lease: nothing lost, nothing handed out twice."""
@@ -303,7 +300,6 @@ async def _ledger_by_lead(db: Database) -> dict[int, list[str]]:
     return {r["lead_id"]: r["events"] for r in rows}
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 async def test_complete_against_sweep_at_expiry_has_one_winner(
     queue: Queue, database_url: str
@@ -348,7 +344,6 @@ async def test_complete_against_sweep_at_expiry_has_one_winner(
     )
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 async def test_renew_against_sweep_at_expiry_has_one_winner(
     queue: Queue, database_url: str

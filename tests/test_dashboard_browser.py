@@ -7,74 +7,29 @@ autovacuum warning exactly when the server says ``autovacuum = off``. The page
 must not reach anything but the service (it works offline). A screenshot is
 kept in ``test-artifacts/dashboard.png``.
 
-Chromium comes from the system (Debian's ``chromium`` package: ``apt-get
-install -y chromium``; ``.ci/run`` installs it), never ``playwright install``.
-Without it these tests fail, saying so.
+Chromium comes from the system (``tests.browser``); without it these tests
+skip, saying what to install.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
+import itertools
+import re
 from typing import Any
 
 import httpx
 import pytest
 
 from app.maintenance import AUTOVACUUM_OFF
-from tests.serving import ROOT, Service, Services
+from tests.browser import WAIT_MS, requests_of
+from tests.serving import ROOT, Services
 from tests.test_autovacuum import autovacuum_on
 
 pytestmark = pytest.mark.service
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = ROOT / "test-artifacts"
-WAIT_MS = 15_000
 SESSION = "crawl"
 TOKEN = "dashboard-token"
-
-
-def chromium_path() -> str:
-    found = os.environ.get("LEASEQ_TEST_CHROMIUM") or shutil.which("chromium")
-    if found is None:
-        pytest.fail(
-            "the dashboard tests need Chromium: apt-get update && apt-get install -y chromium "
-            "(or set LEASEQ_TEST_CHROMIUM to a Chromium binary)",
-            pytrace=False,
-        )
-    return found
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    executable = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def push(http: httpx.Client, n: int) -> list[int]:
@@ -113,11 +68,40 @@ def wait_for_counts(page: Any, session: str, expected: dict[str, int]) -> None:
     )
 
 
-def only_the_service(page: Any, service: Service) -> list[str]:
-    """Record every URL the page asks for."""
-    asked: list[str] = []
-    page.on("request", lambda request: asked.append(request.url))
-    return asked
+def assert_the_chart_has_a_time_axis(page: Any) -> None:
+    """Ticks every 5 minutes, each labelled with its minutes ago and its clock time."""
+    ticks = page.locator("#chart .x-axis text[data-minutes-ago]").all_text_contents()
+    assert ticks == ["15 min ago", "10 min ago", "5 min ago", "now"]
+    clocks = page.locator("#chart .x-axis text.clock").all_text_contents()
+    minutes = [int(hh) * 60 + int(mm) for hh, mm in (clock.split(":") for clock in clocks)]
+    assert len(minutes) == 4 and all(re.fullmatch(r"\d\d:\d\d", clock) for clock in clocks)
+    assert [(b - a) % (24 * 60) for a, b in itertools.pairwise(minutes)] == [5, 5, 5], clocks
+
+
+def assert_the_chart_fills_a_wide_window(page: Any) -> None:
+    """In a wide window the chart spans the page's width, its bars and axis with it."""
+    width = 1800
+    page.set_viewport_size({"width": width, "height": 900})
+    page.wait_for_function(
+        "() => { const svg = document.getElementById('chart');"
+        " return svg.viewBox.baseVal.width === svg.clientWidth; }",
+        timeout=WAIT_MS,
+    )
+    shown = page.evaluate(
+        """() => {
+            const svg = document.getElementById('chart');
+            const bars = svg.querySelectorAll('rect');
+            const last = bars[bars.length - 1];
+            return {
+                page: document.documentElement.clientWidth,
+                chart: svg.getBoundingClientRect().width,
+                bars_end: last.x.baseVal.value + last.width.baseVal.value,
+                drawn: svg.viewBox.baseVal.width,
+            };
+        }"""
+    )
+    assert shown["chart"] > 0.9 * shown["page"] and shown["page"] == width, shown
+    assert shown["bars_end"] > shown["drawn"] - 2, shown
 
 
 def test_the_dashboard_follows_the_queue_and_operates_on_leads(
@@ -139,7 +123,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         )
 
         page = browser.new_page(viewport={"width": 1200, "height": 900})
-        asked = only_the_service(page, service)
+        asked = requests_of(page)
         page.goto(f"{service.url}/dashboard")
         page.wait_for_selector(f'#sessions tbody tr[data-session="{SESSION}"]', timeout=WAIT_MS)
 
@@ -156,6 +140,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         assert "<img src=x> timed out" in failure.inner_text()  # shown as text, not markup
         assert page.locator("#failures img").count() == 0
         assert page.locator("#chart rect").count() == 15
+        assert_the_chart_has_a_time_axis(page)
 
         # It follows the queue without a reload.
         push(http, 4)
@@ -184,6 +169,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         assert http.get(f"/leads/{failing['lead']['id']}").json()["status"] == "queued"
         wait_for_counts(page, SESSION, http.get(f"/sessions/{SESSION}/stats").json())
 
+        assert_the_chart_fills_a_wide_window(page)
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         assert (ARTIFACTS / "dashboard.png").stat().st_size > 0
@@ -202,7 +188,7 @@ def test_with_tokens_the_dashboard_asks_for_one_and_keeps_it(
         [held] = lease(http, 1, owner="worker-1")
 
         page = browser.new_page()
-        asked = only_the_service(page, service)
+        asked = requests_of(page)
         page.goto(f"{service.url}/dashboard")
         page.wait_for_selector("#login", state="visible", timeout=WAIT_MS)
         assert page.locator("#main").is_hidden()

@@ -315,7 +315,6 @@ def _run(args: list[str], url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.slow
 def test_leaseq_db_upgrade_takes_an_empty_database_to_head(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
@@ -329,7 +328,6 @@ def test_leaseq_db_upgrade_takes_an_empty_database_to_head(
     assert again.returncode == 0, again.stderr
 
 
-@pytest.mark.slow
 def test_alembic_upgrade_head_from_the_repo_root(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
@@ -342,7 +340,6 @@ def test_alembic_upgrade_head_from_the_repo_root(
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-@pytest.mark.slow
 def test_concurrent_upgrades_take_turns(empty_database_url: str, sync_engine: Engine) -> None:
     """Several processes starting at once (several API nodes) all succeed; one migrates."""
     procs = [

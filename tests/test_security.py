@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -12,13 +10,6 @@ from app.queue import new_token
 from tests.serving import Services
 
 pytestmark = pytest.mark.service
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
 
 
 def test_tokens_never_appear_in_the_service_log(services: Services, database_url: str) -> None:

@@ -29,13 +29,6 @@ pytestmark = pytest.mark.service
 SESSION = "s"
 
 
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
-
-
 def push(http: httpx.Client, n: int, session: str = SESSION, **fields: Any) -> list[int]:
     leads = [{"payload": {"i": i}, **fields} for i in range(n)]
     ids: list[int] = []
@@ -309,6 +302,9 @@ def test_embedded_postgres_keeps_data_and_stops_with_the_service(
         service.terminate()
         assert service.wait() == 0
         assert not postgres_running(data_dir), "PostgreSQL outlived the service"
+        assert (
+            f"embedded PostgreSQL stopped (data kept in {data_dir})" in service.log().splitlines()
+        )
 
         again = services.start(database_url=None, env=embedded_env(data_dir))
         with again.client() as http:
@@ -336,3 +332,18 @@ def test_embedded_postgres_is_stopped_after_a_killed_service_is_restarted(
         assert not postgres_running(data_dir), "PostgreSQL outlived the service"
     finally:
         services.close()
+
+
+def test_an_embedded_postgres_another_process_uses_is_left_running(
+    services: Services, own_postgres: tuple[Path, str]
+) -> None:
+    """This test holds the server too: the service leaves it running, and says so."""
+    data_dir, _ = own_postgres
+    service = services.start(database_url=None, env=embedded_env(data_dir))
+    service.terminate()
+    assert service.wait() == 0
+    assert postgres_running(data_dir)
+    assert (
+        f"embedded PostgreSQL left running for its other users (data in {data_dir})"
+        in service.log().splitlines()
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,13 +14,6 @@ from tests.serving import Services
 pytestmark = pytest.mark.service
 
 LEASES = 12
-
-
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    running = Services(tmp_path)
-    yield running
-    running.close()
 
 
 def test_two_worker_processes_count_together(

@@ -4,6 +4,11 @@
 (settings then come from ``LEASEQ_*``). It needs ``Settings.database_url``; the
 embedded PostgreSQL is ``leaseq serve``'s business.
 
+``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the
+service itself, under ``DOCS_ASSETS`` (the files ship in fastapi-offline), so
+they work offline and name no other host. With tokens on, they and their
+assets need a token like everything else.
+
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
 configured) → body limit → FastAPI. The lifespan starts a ``Runtime`` (pool,
 queue, LISTEN fan-out, and the maintenance services: boot recovery, sweeper,
@@ -18,6 +23,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
+from fastapi_offline import FastAPIOffline
 
 from app import __version__
 from app.api import problems, routes
@@ -29,6 +35,8 @@ from app.config import Settings
 DESCRIPTION = """A lease queue on PostgreSQL: producers push leads into sessions; workers
 lease them, renew their leases, and complete or release them. Every error is
 `application/problem+json` with a stable `code`."""
+
+DOCS_ASSETS = "/docs/assets"
 
 bearer = HTTPBearer(auto_error=False, description="One of LEASEQ_API_TOKENS.")
 
@@ -52,7 +60,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await runtime.stop()
 
-    app = FastAPI(title="leaseq", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPIOffline(
+        title="leaseq",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        static_url=DOCS_ASSETS,
+    )
     problems.install(app)
     tokens = settings.token_list
     # The security declaration documents auth in /openapi.json; BearerAuth enforces it.

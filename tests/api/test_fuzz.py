@@ -33,7 +33,7 @@ from app.config import Settings
 from tests.conftest import _admin, with_database
 from tests.serving import Service, Services
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 MAX_EXAMPLES = 25
 MAX_BODY_BYTES: int = Settings.model_fields["max_body_bytes"].default

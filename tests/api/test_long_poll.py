@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import pytest
 import uvicorn
 from fastapi import FastAPI
 
@@ -98,7 +97,6 @@ async def test_waiters_still_wake_when_the_listener_cannot_connect(serve: Serve)
         assert len(response.json()["leases"]) == 1
 
 
-@pytest.mark.slow
 async def test_many_waiters_hold_no_pooled_connection(serve: Serve) -> None:
     async with serve(pool_size=5) as client:
         await listening(client)

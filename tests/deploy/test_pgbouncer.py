@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -87,6 +89,17 @@ def test_serve_migrate_behind_a_pooler_migrates_over_the_direct_url() -> None:
         migration_url(Settings(database_url=pooled, database_pooled=True))
 
 
+def test_the_tests_pooler_lets_no_other_user_reach_the_server(pgbouncer: PgBouncer) -> None:
+    """It trusts whoever connects, so it has no TCP port, and its socket's folder is private."""
+    config = {str(row["key"]): str(row["value"]) for row in pgbouncer.show("CONFIG")}
+    assert config["listen_addr"] == ""
+    assert config["unix_socket_dir"] == str(pgbouncer.dir)
+    folder = pgbouncer.dir.stat()
+    assert stat.S_IMODE(folder.st_mode) == 0o700
+    owner = os.geteuid() if pgbouncer.run_as is None else pwd.getpwnam(pgbouncer.run_as).pw_uid
+    assert folder.st_uid == owner
+
+
 async def test_the_pooled_server_connection_keeps_no_session_state(
     start_pgbouncer: Callable[..., PgBouncer], database_url: str
 ) -> None:
@@ -123,11 +136,11 @@ async def test_the_pooled_server_connection_keeps_no_session_state(
 
 
 def test_prepared_statements_need_the_setting_or_the_poolers_support(
-    start_pgbouncer: Callable[..., PgBouncer], database_url: str
+    pgbouncer_program: str, start_pgbouncer: Callable[..., PgBouncer], database_url: str
 ) -> None:
     """Why the pool prepares nothing behind a pooler: two clients sharing one server
     connection both name their statement ``_pg3_0`` (unless the pooler tracks them)."""
-    supports = pgb.version() >= (1, 21)
+    supports = pgb.version(pgbouncer_program) >= (1, 21)
     extra = "max_prepared_statements = 100\n" if supports else ""
     bouncer = start_pgbouncer(pool_size=1, extra=extra)
     url = bouncer.through(database_url)
@@ -293,6 +306,8 @@ def test_the_api_suite_passes_through_pgbouncer(pgbouncer: PgBouncer, server_url
     """tests/api once more, every app reaching its database through PgBouncer."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
     env.update({"LEASEQ_TEST_DATABASE_URL": server_url, POOLER_URL_ENV: pgbouncer.url("postgres")})
+    # The default selection: the slow fuzzing of tests/api runs its own service on the
+    # direct URL, so through the pooler it would only repeat itself.
     deselect = [arg for test in DIRECT_ONLY for arg in ("--deselect", test)]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/api", "-q", "-p", "no:cacheprovider", *deselect],

@@ -82,31 +82,66 @@
     tbody.replaceChildren(...rows);
   }
 
-  function chart(values) {
+  // The chart is drawn in CSS pixels (its viewBox follows its width), so it fills the
+  // window at any width without stretching its labels; a resize redraws it.
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const PLOT_TOP = 18;
+  const PLOT_BOTTOM = 112;
+  const CHART_HEIGHT = 150;
+  let lastChart = null;
+
+  function svgNode(name, attributes, text) {
+    const node = document.createElementNS(SVG_NS, name);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function clock(date) {
+    const pad = (n) => String(n).padStart(2, "0");
+    return pad(date.getHours()) + ":" + pad(date.getMinutes());
+  }
+
+  // values[i]: completions in the minute that ended (length - 1 - i) minutes before `now`.
+  function chart(values, now) {
+    lastChart = [values, now];
     const svg = $("chart");
-    const ns = "http://www.w3.org/2000/svg";
+    const width = Math.max(200, svg.clientWidth);
+    svg.setAttribute("viewBox", "0 0 " + width + " " + CHART_HEIGHT);
+    const n = values.length;
+    const slot = width / n;
     const max = Math.max(1, ...values);
-    const width = 600 / values.length;
     const bars = values.map((v, i) => {
-      const r = document.createElementNS(ns, "rect");
-      const h = (v / max) * 110;
-      r.setAttribute("x", (i * width + 1).toFixed(1));
-      r.setAttribute("y", (118 - h).toFixed(1));
-      r.setAttribute("width", (width - 2).toFixed(1));
-      r.setAttribute("height", h.toFixed(1));
-      const title = document.createElementNS(ns, "title");
-      title.textContent = v + " completed, " + (values.length - 1 - i) + " min ago";
-      r.appendChild(title);
-      return r;
+      const h = (v / max) * (PLOT_BOTTOM - PLOT_TOP);
+      const bar = svgNode("rect", {
+        x: (i * slot + 1).toFixed(1), y: (PLOT_BOTTOM - h).toFixed(1),
+        width: Math.max(1, slot - 2).toFixed(1), height: h.toFixed(1),
+      });
+      bar.appendChild(svgNode("title", {}, v + " completed, " + (n - 1 - i) + " min ago"));
+      return bar;
     });
-    const label = document.createElementNS(ns, "text");
-    label.setAttribute("x", "4");
-    label.setAttribute("y", "12");
-    label.setAttribute("font-size", "10");
-    label.textContent = "max " + Math.max(0, ...values) + "/min, now " + values[values.length - 1] + "/min";
-    svg.replaceChildren(...bars, label);
+    // The time axis: a tick every 5 minutes, labelled "N min ago" and the database's clock time.
+    const axis = svgNode("g", { class: "x-axis" });
+    axis.appendChild(svgNode("line", { x1: 0, y1: PLOT_BOTTOM + 0.5, x2: width, y2: PLOT_BOTTOM + 0.5 }));
+    const step = n > 10 ? 5 : 1;
+    for (let ago = n; ago >= 0; ago -= step) {
+      const x = (n - ago) * slot;
+      const anchor = ago === n ? "start" : ago === 0 ? "end" : "middle";
+      axis.append(
+        svgNode("line", { x1: x, y1: PLOT_BOTTOM, x2: x, y2: PLOT_BOTTOM + 5 }),
+        svgNode("text", { x, y: PLOT_BOTTOM + 18, "text-anchor": anchor, "data-minutes-ago": ago },
+          ago === 0 ? "now" : ago + " min ago"),
+        svgNode("text", { class: "clock", x, y: PLOT_BOTTOM + 32, "text-anchor": anchor },
+          clock(new Date(now.getTime() - ago * 60000))),
+      );
+    }
+    const label = svgNode("text", { class: "summary", x: 4, y: 12 },
+      "max " + Math.max(0, ...values) + "/min, now " + values[n - 1] + "/min");
+    svg.replaceChildren(...bars, axis, label);
     svg.dataset.values = values.join(",");
   }
+
+  window.addEventListener("resize", () => { if (lastChart) chart(...lastChart); });
 
   function warn(messages) {
     const list = $("warnings");
@@ -127,7 +162,7 @@
     $("sessions").tFoot.replaceChildren(total);
     $("hidden-sessions").textContent = data.hidden_sessions
       ? data.hidden_sessions + " more sessions (least pending) are counted in the total only" : "";
-    chart(data.total.completed_per_minute);
+    chart(data.total.completed_per_minute, new Date(data.now));
     replace($("expiring").tBodies[0], data.expiring.map((l) => {
       const tr = document.createElement("tr");
       tr.dataset.lead = String(l.lead_id);
