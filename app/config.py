@@ -16,6 +16,7 @@ from leaseq.limits import MAX_TTL_S
 DEFAULT_LEASE_TTL_S = 300.0
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
 
 
 def default_data_dir() -> Path:
@@ -85,6 +86,14 @@ class Settings(BaseSettings):
     )
     prune_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between runs of the background pruner."
+    )
+    idempotency_ttl_s: float = Field(
+        default=DEFAULT_IDEMPOTENCY_TTL_S,
+        gt=0,
+        description=(
+            "Seconds an Idempotency-Key of a push or lease is remembered at least (the "
+            "background pruner forgets older ones)."
+        ),
     )
 
     @field_validator("database_url", "listen_database_url")

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     Table,
     Text,
     text,
@@ -28,6 +29,7 @@ from app.sql import OUTCOME_EVENTS, in_list
 from leaseq.limits import SESSION_PATTERN
 from leaseq.model import FINAL_STATUSES, STATUSES
 
+IDEMPOTENT_VERBS = ("push", "lease")
 EVENTS = ("pushed", "leased", "released", "completed", "expired", "cancelled", "retried")
 
 # Storage parameters for the leads table, which churns: every lead is updated
@@ -41,6 +43,13 @@ LEADS_STORAGE = {
     "autovacuum_analyze_scale_factor": "0.02",
     "autovacuum_vacuum_cost_delay": "1",
 }
+
+# What each status says of the lease columns (revision 0003).
+LEASE_STATE = (
+    "CASE status WHEN 'leased' THEN lease_token IS NOT NULL AND lease_expires_at IS NOT NULL "
+    "WHEN 'queued' THEN lease_token IS NULL AND lease_expires_at IS NULL "
+    "ELSE lease_expires_at IS NULL END"
+)
 
 metadata = MetaData()
 
@@ -76,11 +85,10 @@ leads = Table(
     CheckConstraint("max_attempts >= 1", name="leads_max_attempts_positive"),
     CheckConstraint("depth >= 0", name="leads_depth_nonnegative"),
     CheckConstraint("jsonb_typeof(payload) = 'object'", name="leads_payload_object"),
-    # A leased lead always has a token and an expiry; no other status has either.
-    CheckConstraint(
-        "(status = 'leased') = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)",
-        name="leads_lease_complete",
-    ),
+    # A leased lead has a token and an expiry, and only a leased lead has an expiry. A
+    # finished lead keeps the token of the lease that completed it (never shown), so a
+    # completion retried with it is recognised (revision 0003); a queued lead has none.
+    CheckConstraint(LEASE_STATE, name="leads_lease_state"),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),
@@ -124,6 +132,22 @@ lead_events = Table(
         "at",
         postgresql_where=text(_in("event", OUTCOME_EVENTS)),
     ),
+)
+
+
+# The answers of requests sent with an Idempotency-Key (push, lease), so a retry gets the
+# first answer instead of a second effect; pruned after LEASEQ_IDEMPOTENCY_TTL_S (0003).
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("verb", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("request", Text, nullable=False),
+    Column("answer", JSONB, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("verb", "key", name="idempotency_keys_pkey"),
+    CheckConstraint(_in("verb", IDEMPOTENT_VERBS), name="idempotency_keys_verb_valid"),
+    Index("idempotency_keys_created", "created_at"),
 )
 
 

@@ -210,6 +210,7 @@ async def lease_waiting(
     ttl_s: float | None,
     wait_s: float,
     gone: Callable[[], Awaitable[bool]] | None = None,
+    idempotency_key: str | None = None,
 ) -> list[Lease]:
     """``queue.lease_next``, held up to ``wait_s`` seconds until work arrives; [] when none.
 
@@ -218,12 +219,15 @@ async def lease_waiting(
     one, at the deadline, reports it. Shutdown ends the wait with []. When
     ``gone()`` turns true (the client hung up) the wait ends too, and leases
     taken meanwhile are released at once rather than left to expire. Beyond
-    ``max_waiters`` a request that would have to wait gets Unavailable.
+    ``max_waiters`` a request that would have to wait gets Unavailable. Leases
+    taken under an ``idempotency_key`` are kept for its retry instead.
     """
 
     async def attempt() -> list[Lease]:
-        leases = await queue.lease_next(session, owner, max=max, ttl_s=ttl_s)
-        if leases and gone is not None and await gone():
+        leases = await queue.lease_next(
+            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+        )
+        if leases and idempotency_key is None and gone is not None and await gone():
             for lease in leases:  # nobody would receive them
                 with contextlib.suppress(LeaseqError):
                     await queue.release(lease.lead.id, lease.token)

@@ -6,8 +6,9 @@ Each is one small service over the queue, as River's ``internal/maintenance``:
   retried with backoff while the database does not answer; once it succeeds,
   the autovacuum check runs;
 * ``Sweeper``: requeues expired leases every ``interval_s``;
-* ``Pruner``: deletes terminal leads older than ``older_than_s`` every
-  ``interval_s`` (retention); ``leaseq prune`` runs the same ``Queue.prune``;
+* ``Pruner``: forgets old idempotency keys, and deletes terminal leads older
+  than ``older_than_s`` when set, every ``interval_s`` (retention);
+  ``leaseq prune`` runs the same ``Queue.prune``;
 * ``check_autovacuum``: warns once when the server runs no autovacuum;
 * ``Readiness``: why the service is not ready to serve, if it is not.
 
@@ -96,25 +97,36 @@ class Sweeper:
 
 
 class Pruner:
-    """Retention: every ``interval_s``, delete terminal leads older than ``older_than_s``
-    (in small batches, see ``Queue.prune``)."""
+    """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
+    and, when ``older_than_s`` is set, delete terminal leads older than that (in small
+    batches, see ``Queue.prune``)."""
 
-    def __init__(self, queue: Queue, older_than_s: float, interval_s: float) -> None:
+    def __init__(
+        self, queue: Queue, older_than_s: float | None, interval_s: float, keys_after_s: float
+    ) -> None:
         self.queue = queue
         self.older_than_s = older_than_s
         self.interval_s = interval_s
+        self.keys_after_s = keys_after_s
 
     async def run(self) -> None:
         """Until cancelled; never raises otherwise."""
         while True:
-            try:
+            await self.once()
+            await asyncio.sleep(self.interval_s)
+
+    async def once(self) -> None:
+        """One pass; failures are logged."""
+        try:
+            keys = await self.queue.prune_keys(self.keys_after_s)
+            if keys:
+                log.info("forgot %d idempotency keys older than %g s", keys, self.keys_after_s)
+            if self.older_than_s is not None:
                 pruned = await self.queue.prune(self.older_than_s)
-            except Exception as exc:
-                log.warning("prune failed: %s", _why(exc))
-            else:
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
-            await asyncio.sleep(self.interval_s)
+        except Exception as exc:
+            log.warning("prune failed: %s", _why(exc))
 
 
 async def check_autovacuum(db: Database) -> None:

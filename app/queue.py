@@ -4,16 +4,19 @@ State machine of a lead::
 
     push ──▶ queued ──lease_next──▶ leased ──complete──▶ done | failed | cached
                ▲  ▲                  │  │
-               │  └────release───────┘  │ (lease expired) sweep:
-               │  └────sweep────────────┤   queued while attempts < max_attempts,
-               │                        └─▶ failed once attempts reached it
+               │  └────release───────┤  │ (lease expired) sweep
+               │  └────sweep─────────┼──┤ release or sweep: queued while attempts < max_attempts,
+               │                     └──┴─▶ failed once attempts reached it
                └──retry (operator)── failed
     cancel (operator): queued | leased ──▶ failed, error "cancelled"
 
 A lease is valid iff status is ``leased``, the token matches and the database
 clock is before ``lease_expires_at``; every guarded statement checks that in
 its WHERE clause (see ``app.sql``). Each method is one statement, so one round
-trip (a push whose keys already exist reads their ids with a second one).
+trip (a push whose keys already exist reads their ids with a second one; a
+completion refused looks once more for the same completion done before). A
+push or lease with an idempotency key runs in a transaction with its key
+(``app.idempotency``).
 
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
@@ -25,10 +28,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from app import sql, validation
+from app import idempotency, sql, validation
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.pg import Connection, Database, Row, execute
 from leaseq.errors import Conflict, LeaseLost, NotFound
@@ -43,6 +47,7 @@ from leaseq.model import (
     Lease,
     NewLead,
     PushResult,
+    Renewal,
     RenewItem,
     SweepResult,
 )
@@ -59,6 +64,39 @@ def new_token() -> str:
 
 def _lead(row: Mapping[str, Any]) -> Lead:
     return Lead(**{name: row[name] for name in Lead.__slots__})
+
+
+def _push_result(
+    leads: Sequence[NewLead],
+    inserting: set[int],
+    inserted: Sequence[Row],
+    id_by_key: Mapping[str, int],
+) -> PushResult:
+    """A push's answer: the ids in input order, a duplicate's existing id in its place."""
+    new_keys = {row["key"] for row in inserted if row["key"] is not None}
+    # Inserted rows got ascending ids in input order (drawn so by sql.push).
+    fresh = iter(row["id"] for row in inserted)
+    ids: list[int] = []
+    for i, lead in enumerate(leads):
+        is_new = i in inserting and (lead.key is None or lead.key in new_keys)
+        if is_new:
+            ids.append(next(fresh))
+        elif lead.key is not None and lead.key in id_by_key:
+            ids.append(id_by_key[lead.key])
+        else:  # the older lead was pruned between our insert and our read
+            raise Conflict(f"leads[{i}].key: the lead with this key vanished; push again")
+    return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
+
+
+def _lease(row: Mapping[str, Any], ttl_s: float) -> Lease:
+    return Lease(
+        lead=_lead(row),
+        token=row["lease_token"],
+        attempt=row["attempts"],
+        owner=row["owner"],
+        expires_at=row["lease_expires_at"],
+        ttl_s=ttl_s,
+    )
 
 
 def counts_by_session(rows: Sequence[Mapping[str, Any]]) -> dict[str, Counts]:
@@ -97,11 +135,18 @@ class Queue:
     # -- producers ---------------------------------------------------------
 
     async def push(
-        self, session: str, leads: Sequence[NewLead], *, now: datetime | None = None
+        self,
+        session: str,
+        leads: Sequence[NewLead],
+        *,
+        idempotency_key: str | None = None,
+        now: datetime | None = None,
     ) -> PushResult:
         """Queue up to 1,000 leads; a key already in the session is not pushed again.
 
-        Raises InvalidInput (nothing written) for a bad session or lead.
+        With an ``idempotency_key`` the push happens once: the same push again
+        with that key gets the first answer (``app.idempotency``). Raises
+        InvalidInput (nothing written) for a bad session, lead or key.
         """
         validation.session(session)
         validation.push_batch(leads)
@@ -128,7 +173,7 @@ class Queue:
             "delays": [float(lead.delay_s) for lead in rows],
         }
 
-        async def insert(conn: Connection) -> tuple[list[Row], dict[str, int]]:
+        async def insert(conn: Connection) -> PushResult:
             inserted = await execute(conn, sql.push(self.ledger), params)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
@@ -136,22 +181,27 @@ class Queue:
                     conn, sql.existing_keys(), {"session": session, "keys": missing}
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
-            return inserted, id_by_key
+            return _push_result(leads, inserting, inserted, id_by_key)
 
-        inserted, id_by_key = await self.db.run(insert)
-        new_keys = {row["key"] for row in inserted if row["key"] is not None}
-        # Inserted rows got ascending ids in input order (drawn so by sql.push).
-        fresh = iter(row["id"] for row in inserted)
-        ids: list[int] = []
-        for i, lead in enumerate(leads):
-            is_new = i in inserting and (lead.key is None or lead.key in new_keys)
-            if is_new:
-                ids.append(next(fresh))
-            elif lead.key in id_by_key:
-                ids.append(id_by_key[lead.key])
-            else:  # the older lead was pruned between our insert and our read
-                raise Conflict(f"leads[{i}].key: the lead with this key vanished; push again")
-        return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
+        if idempotency_key is None:
+            return await self.db.run(insert)
+        request = {"session": session, "leads": [asdict(lead) for lead in leads]}
+
+        async def decode(conn: Connection, answer: Any) -> PushResult:
+            return PushResult(**answer)
+
+        return await self.db.run(
+            lambda conn: idempotency.once(
+                conn,
+                "push",
+                idempotency_key,
+                request,
+                insert,
+                encode=asdict,
+                decode=decode,
+                now=now,
+            )
+        )
 
     def _check_new_lead(self, i: int, lead: NewLead) -> str:
         """Validate one lead to push; returns its payload as JSON text."""
@@ -177,9 +227,16 @@ class Queue:
         *,
         max: int = 1,
         ttl_s: float | None = None,
+        idempotency_key: str | None = None,
         now: datetime | None = None,
     ) -> list[Lease]:
-        """Lease up to ``max`` available leads, highest priority then oldest; [] when none."""
+        """Lease up to ``max`` available leads, highest priority then oldest; [] when none.
+
+        Each lease carries the ``ttl_s`` granted (the service's default when
+        none is asked). With an ``idempotency_key``, the same request again gets
+        the leases the first one took that are still valid, never new ones; a
+        request that took nothing leaves its key free.
+        """
         validation.session(session)
         validation.owner(owner)
         validation.lease_max(max)
@@ -192,26 +249,46 @@ class Queue:
             "now": now,
             "tokens": [new_token() for _ in range(max)],
         }
-        rows = await self._rows(sql.lease_next(self.ledger), params)
-        return [
-            Lease(
-                lead=_lead(row),
-                token=row["lease_token"],
-                attempt=row["attempts"],
-                owner=row["owner"],
-                expires_at=row["lease_expires_at"],
+
+        async def lease(conn: Connection) -> list[Lease]:
+            rows = await execute(conn, sql.lease_next(self.ledger), params)
+            return [_lease(row, ttl) for row in rows]
+
+        if idempotency_key is None:
+            return await self.db.run(lease)
+
+        def encode(leases: list[Lease]) -> Any:
+            taken = [[lease.lead.id, lease.token] for lease in leases]
+            return {"ttl_s": ttl, "leases": taken} if taken else None
+
+        async def decode(conn: Connection, answer: Any) -> list[Lease]:
+            ids, tokens = zip(*answer["leases"], strict=True)
+            held = {"ids": list(ids), "tokens": list(tokens), "now": now}
+            rows = await execute(conn, sql.valid_leases(), held)
+            return [_lease(row, answer["ttl_s"]) for row in rows]
+
+        request = {"session": session, "owner": owner, "max": max, "ttl_s": ttl}
+        return await self.db.run(
+            lambda conn: idempotency.once(
+                conn,
+                "lease",
+                idempotency_key,
+                request,
+                lease,
+                encode=encode,
+                decode=decode,
+                now=now,
             )
-            for row in rows
-        ]
+        )
 
     async def renew(
         self, lead_id: int, token: str, ttl_s: float | None = None, *, now: datetime | None = None
-    ) -> datetime:
-        """Extend a valid lease to now + ttl; returns the new expiry. Raises LeaseLost."""
+    ) -> Renewal:
+        """Extend a valid lease to now + ttl; its new expiry and ttl granted. Raises LeaseLost."""
         [answer] = await self.renew_many([RenewItem(lead_id, token, ttl_s)], now=now)
-        if not answer.ok or answer.expires_at is None:
+        if not answer.ok or answer.expires_at is None or answer.ttl_s is None:
             raise LeaseLost()
-        return answer.expires_at
+        return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s)
 
     async def renew_many(
         self, items: Sequence[RenewItem], *, now: datetime | None = None
@@ -230,13 +307,16 @@ class Queue:
             "now": now,
         }
         rows = await self._rows(sql.renew_many(), params)
-        renewed = {(row["id"], row["token"]): row["lease_expires_at"] for row in rows}
-        return [
-            ItemResult(item.lead_id, True, expires_at=renewed[(item.lead_id, item.token)])
-            if (item.lead_id, item.token) in renewed
-            else ItemResult(item.lead_id, False, code=LeaseLost.code)
-            for item in items
-        ]
+        renewed = {(row["id"], row["token"]): row for row in rows}
+        answers = []
+        for item in items:
+            row = renewed.get((item.lead_id, item.token))
+            if row is None:
+                answers.append(ItemResult(item.lead_id, False, code=LeaseLost.code))
+            else:
+                expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
+                answers.append(ItemResult(item.lead_id, True, expires_at=expires_at, ttl_s=ttl))
+        return answers
 
     async def complete(
         self,
@@ -248,7 +328,11 @@ class Queue:
         *,
         now: datetime | None = None,
     ) -> Lead:
-        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
+        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost.
+
+        Idempotent: the same lead, token and status again after it succeeded
+        returns the lead as it was finished and changes nothing.
+        """
         item = CompleteItem(lead_id, token, status, result, error)
         leads = await self._complete([item], now, batch=False)
         lead = next(iter(leads.values()), None)
@@ -259,7 +343,10 @@ class Queue:
     async def complete_many(
         self, items: Sequence[CompleteItem], *, now: datetime | None = None
     ) -> list[ItemResult]:
-        """Complete up to 100 leases in one statement; one answer per item, in order."""
+        """Complete up to 100 leases in one statement; one answer per item, in order.
+
+        An item its lease already completed with the same status is ok again.
+        """
         validation.item_batch(items)
         completed = await self._complete(items, now, batch=True)
         return [
@@ -272,9 +359,12 @@ class Queue:
     async def _complete(
         self, items: Sequence[CompleteItem], now: datetime | None, *, batch: bool
     ) -> dict[int, Lead | None]:
-        """The leads completed, by the position of their item in ``items``.
+        """The leads completed, now or by the same completion before, by their item's position.
 
-        A batch reads back only the positions (the leads are None).
+        A batch reads back only the positions (the leads are None). The items
+        not completed now are looked up once more: a completion whose answer
+        was lost and which the worker sent again (one more round trip, only
+        when something was refused).
         """
         for item in items:
             validation.lead_id(item.lead_id)
@@ -299,16 +389,37 @@ class Queue:
             "now": now,
         }
         rows = await self._rows(sql.complete_many(self.ledger, lean=batch), params)
-        return {row["item"]: None if batch else _lead(row) for row in rows}
+        done = {row["item"]: None if batch else _lead(row) for row in rows}
+        if refused := [i for i in range(len(items)) if i not in done]:
+            again = {
+                "ids": [items[i].lead_id for i in refused],
+                "tokens": [items[i].token for i in refused],
+                "statuses": [items[i].status for i in refused],
+                "items": refused,
+            }
+            rows = await self._rows(sql.completed_already(lean=batch), again)
+            done.update({row["item"]: None if batch else _lead(row) for row in rows})
+        return done
 
     async def release(
-        self, lead_id: int, token: str, delay_s: float = 0.0, *, now: datetime | None = None
+        self,
+        lead_id: int,
+        token: str,
+        delay_s: float = 0.0,
+        *,
+        error: str | None = None,
+        now: datetime | None = None,
     ) -> Lead:
-        """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost."""
+        """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
+
+        On the lead's last attempt it fails instead (SPEC invariant 7), its error
+        saying so and carrying ``error``, the holder's reason, when given.
+        """
         validation.lead_id(lead_id)
         validation.token(token)
         delay = validation.delay(delay_s)
-        params = {"lead_id": lead_id, "token": token, "delay_s": delay, "now": now}
+        validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
+        params = {"lead_id": lead_id, "token": token, "delay_s": delay, "error": error, "now": now}
         rows = await self._rows(sql.release(self.ledger), params)
         if not rows:
             raise LeaseLost()
@@ -361,6 +472,19 @@ class Queue:
             [row] = await self._rows(stmt, params)
             pruned += int(row["pruned"])
             if row["pruned"] < limit:
+                return pruned
+
+    async def prune_keys(
+        self, older_than_s: float, *, now: datetime | None = None, batch: int = PRUNE_BATCH
+    ) -> int:
+        """Forget idempotency keys older than ``older_than_s`` seconds; returns how many."""
+        older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
+        params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": batch}
+        pruned = 0
+        while True:
+            [row] = await self._rows(sql.prune_keys(), params)
+            pruned += int(row["pruned"])
+            if row["pruned"] < batch:
                 return pruned
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:

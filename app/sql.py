@@ -150,7 +150,7 @@ UPDATE leads AS l
 SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW}
 FROM req
 WHERE l.id = req.lead_id AND {_VALID_LEASE}
-RETURNING l.id, req.token, l.lease_expires_at
+RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
 """
 
 
@@ -161,7 +161,8 @@ def complete_many(ledger: bool, *, lean: bool = False) -> str:
     A lease given twice in one batch counts once, at its first item (``item``,
     from 0): an UPDATE joined to two matching rows would apply either one.
     ``lean`` returns only ``item``, for callers that need no lead back (a quarter
-    less time per batch of 100 than reading every column back).
+    less time per batch of 100 than reading every column back). The lead keeps
+    the lease's token (never shown), so ``completed_already`` knows a retry.
     """
     columns = "item" if lean else f"{LEAD_COLUMNS}, item"
     return f"""
@@ -175,7 +176,7 @@ WITH req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_token = NULL, lease_expires_at = NULL, updated_at = {NOW}
+        lease_expires_at = NULL, updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*, req.ord - 1 AS item
@@ -185,19 +186,61 @@ SELECT {columns} FROM completed
 
 
 @cache
-def release(ledger: bool) -> str:
-    """Give a valid lease back: queued again after ``delay_s``, the attempt already counted."""
+def completed_already(*, lean: bool = False) -> str:
+    """Which of the given items name a lead their very lease already finished with that status.
+
+    A completion retried after its answer was lost is answered as the first
+    was, and changes nothing. A statement of its own, run after
+    ``complete_many`` for the items it did not complete: its snapshot sees a
+    completion that committed while that one waited on the row. ``item`` is
+    the caller's position of each item; ``lean`` returns only it.
+    """
+    columns = "r.item" if lean else f"{_qualified(LEAD_COLUMNS)}, r.item"
     return f"""
-WITH req AS (SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token),
+SELECT {columns}
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS r(lead_id, token, status, item)
+JOIN leads AS l ON l.id = r.lead_id AND l.lease_token = r.token AND l.status = r.status
+WHERE l.status IN {TERMINAL}
+"""
+
+
+def _qualified(columns: str) -> str:
+    """``a, b`` as ``l.a, l.b``."""
+    return ", ".join(f"l.{name.strip()}" for name in columns.split(","))
+
+
+@cache
+def release(ledger: bool) -> str:
+    """Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
+
+    On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
+    instead (SPEC invariant 7), with an error that says why: the release's own
+    ``error`` when given, after "released on attempt n of m".
+    """
+    last = "l.attempts >= l.max_attempts"
+    return f"""
+WITH req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
+),
 released AS (
     UPDATE leads AS l
-    SET status = 'queued', lease_token = NULL, lease_expires_at = NULL,
-        available_at = {NOW} + make_interval(secs => %(delay_s)s::float8), updated_at = {NOW}
+    SET status = CASE WHEN {last} THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN {last}
+                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                          || coalesce(': ' || req.error, '')
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL,
+        available_at = CASE WHEN {last} THEN l.available_at
+                            ELSE {NOW} + make_interval(secs => %(delay_s)s::float8) END,
+        updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*
 ){_ledger("released", "released", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notified FROM released
+SELECT {LEAD_COLUMNS},
+       (SELECT pg_notify('{NOTIFY_CHANNEL}', session) WHERE status = 'queued') AS notified
+FROM released
 """
 
 
@@ -266,7 +309,7 @@ def retry(ledger: bool) -> str:
     return f"""
 WITH retried AS (
     UPDATE leads
-    SET status = 'queued', error = NULL, result = NULL, available_at = {NOW},
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},
         max_attempts = greatest(max_attempts, attempts + 1), updated_at = {NOW}
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
@@ -301,6 +344,71 @@ events AS (
 ),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
+)
+SELECT count(*) AS pruned FROM pruned
+"""
+
+
+@cache
+def valid_leases() -> str:
+    """Those of the given leases (lead id and token) that are still valid, in leasing order."""
+    return f"""
+SELECT {_qualified(LEAD_COLUMNS)}, l.lease_token
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS r(lead_id, token)
+JOIN leads AS l ON l.id = r.lead_id AND l.lease_token = r.token
+WHERE l.status = 'leased' AND l.lease_expires_at > {NOW}
+ORDER BY l.priority DESC, l.id
+"""
+
+
+# -- idempotency keys (app.idempotency) ----------------------------------------------
+
+
+@cache
+def claim_key() -> str:
+    """Claim a key for a request; no row back when it is taken.
+
+    A key another open transaction claimed makes this one wait for it to end:
+    a retry that overtakes its first try gets that try's answer, or the key.
+    """
+    return f"""
+INSERT INTO idempotency_keys (verb, key, request, created_at)
+VALUES (%(verb)s, %(key)s, %(request)s, {NOW})
+ON CONFLICT (verb, key) DO NOTHING
+RETURNING verb
+"""
+
+
+@cache
+def remember_answer() -> str:
+    """Store the answer of the request that claimed the key (in its transaction)."""
+    return """
+UPDATE idempotency_keys SET answer = CAST(%(answer)s AS jsonb)
+WHERE verb = %(verb)s AND key = %(key)s
+"""
+
+
+@cache
+def remembered() -> str:
+    """The request a key was claimed for, and its answer."""
+    return "SELECT request, answer FROM idempotency_keys WHERE verb = %(verb)s AND key = %(key)s"
+
+
+@cache
+def prune_keys() -> str:
+    """Delete up to ``limit`` idempotency keys older than ``older_than_s`` (oldest first)."""
+    return f"""
+WITH doomed AS (
+    SELECT verb, key FROM idempotency_keys
+    WHERE created_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
+    ORDER BY created_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+pruned AS (
+    DELETE FROM idempotency_keys AS k USING doomed
+    WHERE k.verb = doomed.verb AND k.key = doomed.key
+    RETURNING 1
 )
 SELECT count(*) AS pruned FROM pruned
 """

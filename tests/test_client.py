@@ -55,7 +55,7 @@ async def test_every_endpoint(shared: Service) -> None:
         assert (one.lead.payload, one.attempt, one.owner) == ({"n": 1}, 1, "w1")
         assert one.lead.status == "leased" and one.expires_at.tzinfo is not None
         renewed = await client.renew(one.lead.id, one.token, 60)
-        assert renewed > one.expires_at
+        assert renewed.expires_at > one.expires_at and renewed.ttl_s == 60
         [ok, lost] = await client.renew_many(
             [RenewItem(one.lead.id, one.token, 30), RenewItem(two.lead.id, "not-the-token")]
         )
@@ -101,9 +101,10 @@ async def test_errors_are_the_core_exceptions(shared: Service) -> None:
         with pytest.raises(LeaseLost) as lost:
             await client.renew(lead_id, "wrong-token")
         assert lost.value.code == "lease_lost" and lost.value.status == 409  # type: ignore[attr-defined]
-        await client.complete(lead_id, lease.token)
+        done = await client.complete(lead_id, lease.token)
+        assert await client.complete(lead_id, lease.token) == done  # a retry: the same answer
         with pytest.raises(LeaseLost):
-            await client.complete(lead_id, lease.token)
+            await client.complete(lead_id, lease.token, "cached")
         with pytest.raises(LeaseLost):
             await client.release(lead_id, lease.token)
         with pytest.raises(NotFound):
@@ -170,7 +171,7 @@ async def test_connection_errors_are_retried_then_unavailable(
             assert await call == Counts()
     nobody = f"http://127.0.0.1:{free_port()}"
     async with AsyncClient(nobody, retry_policy=RetryPolicy(attempts=3, base_s=0.01)) as client:
-        with pytest.raises(Unavailable, match="ConnectError"):
+        with pytest.raises(Unavailable, match=f"GET {nobody}/sessions/s/stats: ConnectError"):
             await client.stats("s")
         assert not await client.healthz()
 

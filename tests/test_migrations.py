@@ -18,10 +18,11 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from app import migrate
 from app.config import Settings
-from app.db import LEADS_STORAGE, lead_events, leads, metadata, sqlalchemy_url
+from app.db import LEADS_STORAGE, idempotency_keys, lead_events, leads, metadata, sqlalchemy_url
 from app.maintenance import schema_revision
 from app.pg import Database, libpq_url
 from tests.schema_catalog import fingerprint
@@ -70,11 +71,11 @@ def test_upgrade_builds_exactly_the_table_definitions(
     migrate.upgrade(empty_database_url)
 
     assert migrate.current(empty_database_url) == migrate.head()
-    assert _tables(sync_engine) == {"leads", "lead_events", "alembic_version"}
+    assert _tables(sync_engine) == {"leads", "lead_events", "idempotency_keys", "alembic_version"}
     assert _diff(sync_engine) == []
 
     # What autogenerate does not compare: check constraints and index predicates.
-    for table in (leads, lead_events):
+    for table in (leads, lead_events, idempotency_keys):
         declared = {c.name for c in table.constraints if isinstance(c, CheckConstraint)}
         found = {name for name, kind in _constraints(sync_engine, table.name) if kind == "c"}
         assert found == declared
@@ -254,6 +255,39 @@ def test_0002_rebuilds_an_index_a_failed_build_left_invalid(
     assert built["valid"]
     assert "(updated_at)" in built["definition"]
     assert "UNIQUE" not in built["definition"]
+
+
+def test_0003_lets_finished_leads_keep_their_token_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """On a queue with leads in every state: up keeps them, down forgets finished tokens."""
+    migrate.upgrade(empty_database_url, "0002")
+    at_0002 = _schema(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO leads (session, status, lease_token, lease_expires_at) VALUES "
+                "('s', 'queued', NULL, NULL), ('s', 'leased', 't1', now() + interval '1 hour'), "
+                "('s', 'done', NULL, NULL), ('s', 'failed', NULL, NULL)"
+            )
+        )
+    migrate.upgrade(empty_database_url, "0003")
+    assert "idempotency_keys" in _tables(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(text("UPDATE leads SET lease_token = 't3' WHERE status = 'done'"))
+        for bad in (
+            "UPDATE leads SET lease_token = 'x' WHERE status = 'queued'",
+            "UPDATE leads SET lease_token = NULL WHERE status = 'leased'",
+            "UPDATE leads SET lease_expires_at = now() WHERE status = 'done'",
+        ):
+            with pytest.raises(IntegrityError), conn.begin_nested():
+                conn.execute(text(bad))
+
+    migrate.downgrade(empty_database_url, "0002")
+    assert _schema(sync_engine) == at_0002
+    with sync_engine.connect() as conn:
+        tokens = dict(conn.execute(text("SELECT status, lease_token FROM leads")).all())
+    assert tokens == {"queued": None, "leased": "t1", "done": None, "failed": None}
 
 
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:

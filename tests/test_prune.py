@@ -167,13 +167,44 @@ async def test_the_service_prunes_when_configured(database_url: str) -> None:
         await runtime.stop()
 
 
-async def test_the_service_keeps_everything_by_default(database_url: str) -> None:
-    runtime = Runtime.build(Settings(database_url=database_url, sweep_interval_s=3600))
+async def _keys(db: Database) -> set[str]:
+    return {row["key"] for row in await fetch(db, "SELECT key FROM idempotency_keys")}
+
+
+async def test_prune_keys_forgets_idempotency_keys_past_their_time(
+    queue: Queue, db: Database
+) -> None:
+    await queue.push("s", leads(1), idempotency_key="old", now=at(0))
+    await queue.lease_next("s", "w", idempotency_key="old", now=at(0))  # its own verb
+    await queue.push("s", leads(1), idempotency_key="new", now=at(DAY))
+    assert await queue.prune_keys(DAY, now=at(DAY), batch=1) == 0  # exactly a day: kept
+    assert await queue.prune_keys(DAY, now=at(DAY + 1), batch=1) == 2
+    assert await _keys(db) == {"new"}
+    assert len(await _ids(db)) == 2  # the leads stay: only the memory of the requests goes
+    with pytest.raises(InvalidInput, match="older_than_s"):
+        await queue.prune_keys(-1)
+
+
+async def test_the_service_keeps_leads_by_default_and_forgets_old_keys(
+    database_url: str, queue: Queue, db: Database
+) -> None:
+    done = await _finish(queue, 2, "done", when=0)
+    await queue.push("s", leads(1), idempotency_key="old")
+    await queue.push("s", leads(1), idempotency_key="new")
+    await db.rows("UPDATE leads SET updated_at = now() - interval '30 days'")
+    await db.rows("UPDATE idempotency_keys SET created_at = now() - interval '2 days'")
+    await db.rows("UPDATE idempotency_keys SET created_at = now() WHERE key = 'new'")
+    settings = Settings(database_url=database_url, sweep_interval_s=3600, prune_interval_s=0.05)
+    runtime = Runtime.build(settings)
     await runtime.start()
     try:
-        assert runtime.settings.prune_after_s is None
-        names = {task.get_name() for task in runtime._tasks}
-        assert "leaseq-pruner" not in names
+        assert settings.prune_after_s is None and settings.idempotency_ttl_s == DAY
+
+        async def forgotten() -> bool:
+            return await _keys(db) == {"new"}
+
+        await until(forgotten, within_s=10)
+        assert set(done) <= await _ids(db)
     finally:
         await runtime.stop()
 

@@ -14,7 +14,7 @@ from app.pg import Database
 from app.queue import Queue
 from leaseq.errors import Conflict, NotFound
 from leaseq.model import AllCounts, CompleteItem, Counts, NewLead, RenewItem, SweepResult
-from tests.support import T0, TICK, at, fetch, leads, row
+from tests.support import T0, TICK, at, events, fetch, leads, row
 
 # -- push ------------------------------------------------------------------
 
@@ -190,9 +190,11 @@ async def test_lease_next_answers_empty_when_nothing_is_queued(queue: Queue) -> 
 
 async def test_lease_next_uses_the_default_ttl(db: Database) -> None:
     queue = Queue(db, default_ttl_s=42)
-    await queue.push("s", leads(1), now=T0)
+    await queue.push("s", leads(2), now=T0)
     [lease] = await queue.lease_next("s", "w", now=T0)
-    assert lease.expires_at == at(42)
+    assert (lease.expires_at, lease.ttl_s) == (at(42), 42)  # the lease says what it got
+    [asked] = await queue.lease_next("s", "w", ttl_s=7, now=T0)
+    assert (asked.expires_at, asked.ttl_s) == (at(7), 7)
 
 
 async def test_lease_next_takes_up_to_max_with_distinct_tokens(queue: Queue) -> None:
@@ -242,11 +244,11 @@ async def test_delayed_lead_waits_until_available_at(queue: Queue) -> None:
 async def test_renew_extends_from_now(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
     [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
-    expires = await queue.renew(lease.lead.id, lease.token, ttl_s=60, now=at(9))
-    assert expires == at(69)
+    renewal = await queue.renew(lease.lead.id, lease.token, ttl_s=60, now=at(9))
+    assert (renewal.expires_at, renewal.ttl_s) == (at(69), 60)
     assert (await queue.get(lease.lead.id)).lease_expires_at == at(69)
     # Renewing keeps the lease valid past its first expiry.
-    assert await queue.renew(lease.lead.id, lease.token, 5, now=at(60)) == at(65)
+    assert (await queue.renew(lease.lead.id, lease.token, 5, now=at(60))).expires_at == at(65)
     lead = await queue.get(lease.lead.id)
     assert (lead.status, lead.attempts, lead.owner) == ("leased", 1, "w")
 
@@ -255,7 +257,8 @@ async def test_renew_uses_the_default_ttl(db: Database) -> None:
     queue = Queue(db, default_ttl_s=100)
     await queue.push("s", leads(1), now=T0)
     [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
-    assert await queue.renew(lease.lead.id, lease.token, now=at(5)) == at(105)
+    renewal = await queue.renew(lease.lead.id, lease.token, now=at(5))
+    assert (renewal.expires_at, renewal.ttl_s) == (at(105), 100)
 
 
 async def test_renew_many_answers_each_item_in_order(queue: Queue) -> None:
@@ -299,7 +302,8 @@ async def test_complete_finishes_a_lead(queue: Queue, status: str) -> None:
     assert lead.lease_expires_at is None
     assert (lead.attempts, lead.owner, lead.updated_at) == (1, "w", at(3))
     assert await queue.get(lead.id) == lead
-    assert (await row(queue.db, lead.id))["lease_token"] is None
+    # The finished lead keeps the token that completed it (never shown): a retry is known.
+    assert (await row(queue.db, lead.id))["lease_token"] == lease.token
 
 
 async def test_complete_defaults_to_done_without_result(queue: Queue) -> None:
@@ -365,6 +369,43 @@ async def test_release_with_delay(queue: Queue) -> None:
     assert await queue.lease_next("s", "w", now=at(61) - TICK) == []
     [again] = await queue.lease_next("s", "w", now=at(61))
     assert again.lead.id == lead.id
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2, 3])
+async def test_release_on_the_last_attempt_fails_the_lead(queue: Queue, max_attempts: int) -> None:
+    """SPEC invariant 7: a lead is leased at most max_attempts times, release or not."""
+    [lead_id] = (await queue.push("s", leads(1, max_attempts=max_attempts), now=T0)).ids
+    for attempt in range(1, max_attempts + 1):
+        [lease] = await queue.lease_next("s", "w", now=at(attempt))
+        assert lease.attempt == attempt
+        lead = await queue.release(lead_id, lease.token, error="no disk", now=at(attempt))
+        if attempt < max_attempts:
+            assert (lead.status, lead.error, lead.available_at) == ("queued", None, at(attempt))
+    assert (lead.status, lead.attempts, lead.lease_expires_at) == ("failed", max_attempts, None)
+    assert lead.error == f"released on attempt {max_attempts} of {max_attempts}: no disk"
+    assert lead.available_at == (at(max_attempts - 1) if max_attempts > 1 else T0)  # unchanged
+    assert await queue.lease_next("s", "w", now=at(100)) == []
+    assert (await row(queue.db, lead_id))["lease_token"] is None
+    [*_, last] = await events(queue.db, lead_id)
+    assert (last["event"], last["status"], last["attempt"]) == ("released", "failed", max_attempts)
+
+
+async def test_release_on_the_last_attempt_without_a_reason(queue: Queue) -> None:
+    await queue.push("s", leads(1, max_attempts=1), now=T0)
+    [lease] = await queue.lease_next("s", "w", now=T0)
+    lead = await queue.release(lease.lead.id, lease.token, delay_s=30, now=at(1))
+    assert (lead.status, lead.error) == ("failed", "released on attempt 1 of 1")
+
+
+async def test_an_operator_retry_gives_a_released_out_lead_one_more_attempt(queue: Queue) -> None:
+    [lead_id] = (await queue.push("s", leads(1, max_attempts=1), now=T0)).ids
+    [first] = await queue.lease_next("s", "w", now=T0)
+    await queue.release(lead_id, first.token, now=at(1))
+    await queue.retry(lead_id, now=at(2))
+    [second] = await queue.lease_next("s", "w", now=at(2))
+    assert second.attempt == 2
+    lead = await queue.release(lead_id, second.token, now=at(3))
+    assert (lead.status, lead.error) == ("failed", "released on attempt 2 of 2")
 
 
 # -- sweep -----------------------------------------------------------------
@@ -559,12 +600,12 @@ async def test_stats_counts_each_status(queue: Queue) -> None:
     await queue.complete(a.lead.id, a.token, "done", now=at(1))
     await queue.complete(b.lead.id, b.token, "cached", now=at(1))
     await queue.complete(c.lead.id, c.token, "failed", now=at(1))
-    await queue.release(d.lead.id, d.token, now=at(1))
+    await queue.release(d.lead.id, d.token, now=at(1))  # its last attempt: failed
     stats = await queue.stats("s")
-    assert stats == Counts(queued=4, leased=1, done=1, failed=1, cached=1)
-    assert stats.pending == 5
+    assert stats == Counts(queued=3, leased=1, done=1, failed=2, cached=1)
+    assert stats.pending == 4
     assert await queue.sweep("s", now=at(10)) == SweepResult(requeued=0, failed=1)
-    assert await queue.stats("s") == Counts(queued=4, done=1, failed=2, cached=1)
+    assert await queue.stats("s") == Counts(queued=3, done=1, failed=3, cached=1)
     assert await queue.stats("unknown") == Counts()
 
 
@@ -599,5 +640,5 @@ async def test_the_database_clock_is_used_without_now(queue: Queue) -> None:
     lead = await queue.get(lead_id)
     assert before <= lead.created_at <= after
     assert before + timedelta(seconds=600) <= lease.expires_at <= after + timedelta(seconds=600)
-    assert await queue.renew(lead_id, lease.token, 900) > lease.expires_at
+    assert (await queue.renew(lead_id, lease.token, 900)).expires_at > lease.expires_at
     assert (await queue.complete(lead_id, lease.token)).status == "done"

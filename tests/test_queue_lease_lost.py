@@ -192,14 +192,60 @@ async def _snapshot(queue: Queue) -> tuple[list[dict[str, Any]], list[dict[str, 
     )
 
 
-@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda f: f.__name__.strip("_"))
-@pytest.mark.parametrize("reason", REASONS, ids=lambda f: f.__name__)
+# The same completion sent again (same lease, same status) is not a lost lease: it is a
+# retry, answered as the first (test_a_completion_sent_again_answers_as_the_first).
+RETRIES = {(completed, _complete), (completed, _complete_many)}
+CASES = [
+    pytest.param(reason, operation, id=f"{reason.__name__}-{operation.__name__.strip('_')}")
+    for reason in REASONS
+    for operation in OPERATIONS
+    if (reason, operation) not in RETRIES
+]
+
+
+@pytest.mark.parametrize(("reason", "operation"), CASES)
 async def test_a_lost_lease_is_refused_and_nothing_changes(
     queue: Queue, reason: Setup, operation: Callable[[Queue, Attempt], Awaitable[None]]
 ) -> None:
     attempt = await reason(queue)
     before = await _snapshot(queue)
     await operation(queue, attempt)
+    assert await _snapshot(queue) == before
+
+
+@pytest.mark.parametrize("status", ["done", "failed", "cached"])
+async def test_a_completion_sent_again_answers_as_the_first_and_changes_nothing(
+    queue: Queue, status: str
+) -> None:
+    """SPEC /complete: a worker whose answer was lost sends it again and gets the same lead."""
+    lead_id, token = await _leased(queue)
+    first = await queue.complete(lead_id, token, status, {"n": 1}, "e", now=at(1))  # type: ignore[arg-type]
+    before = await _snapshot(queue)
+    again = await queue.complete(lead_id, token, status, {"n": 2}, now=at(2))  # type: ignore[arg-type]
+    assert again == first and again.result == {"n": 1}
+    [item] = await queue.complete_many([CompleteItem(lead_id, token, status)], now=at(3))  # type: ignore[arg-type]
+    assert item == ItemResult(lead_id, True)
+    assert await _snapshot(queue) == before  # no second completion, no event
+    # Another status, or the lead finished otherwise, is still a lost lease.
+    other = "cached" if status != "cached" else "done"
+    await _complete_as(queue, Attempt(lead_id, token, at(4)), other)
+
+
+async def test_a_completion_sent_again_after_an_operator_retry_is_lost(queue: Queue) -> None:
+    """A failed lead queued again by an operator forgets the token that finished it."""
+    lead_id, token = await _leased(queue)
+    await queue.complete(lead_id, token, "failed", error="x", now=at(1))
+    await queue.retry(lead_id, now=at(2))
+    assert (await row(queue.db, lead_id))["lease_token"] is None
+    await _complete_as(queue, Attempt(lead_id, token, at(3)), "failed")
+
+
+async def _complete_as(queue: Queue, a: Attempt, status: str) -> None:
+    before = await _snapshot(queue)
+    with pytest.raises(LeaseLost):
+        await queue.complete(a.lead_id, a.token, status, now=a.now)  # type: ignore[arg-type]
+    [item] = await queue.complete_many([CompleteItem(a.lead_id, a.token, status)], now=a.now)  # type: ignore[arg-type]
+    assert item == ItemResult(a.lead_id, False, code="lease_lost")
     assert await _snapshot(queue) == before
 
 
@@ -210,14 +256,15 @@ async def test_the_newer_lease_survives_the_older_holder(queue: Queue) -> None:
     [newer] = await queue.lease_next("s", "w2", ttl_s=10, now=at(10))
     for op in (_renew, _complete, _release):
         await op(queue, Attempt(lead_id, old, at(11)))
-    assert await queue.renew(lead_id, newer.token, 10, now=at(12)) == at(22)
+    assert (await queue.renew(lead_id, newer.token, 10, now=at(12))).expires_at == at(22)
     lead = await queue.complete(lead_id, newer.token, now=at(13))
     assert (lead.status, lead.owner, lead.attempts) == ("done", "w2", 2)
 
 
 async def test_a_lease_is_valid_until_the_instant_before_expiry(queue: Queue) -> None:
     lead_id, token = await _leased(queue)
-    assert await queue.renew(lead_id, token, 10, now=at(10) - TICK) == at(20) - TICK
+    renewal = await queue.renew(lead_id, token, 10, now=at(10) - TICK)
+    assert renewal.expires_at == at(20) - TICK
     with pytest.raises(LeaseLost):
         await queue.renew(lead_id, token, 10, now=at(20) - TICK)
     assert (await queue.sweep("s", now=at(20) - TICK)) == SweepResult(requeued=1)
@@ -345,5 +392,5 @@ async def test_renew_many_with_the_same_lease_twice(queue: Queue) -> None:
     answers = await queue.renew_many(
         [RenewItem(lead_id, token, 30), RenewItem(lead_id, token, 30)], now=at(1)
     )
-    assert answers == [ItemResult(lead_id, True, expires_at=at(31))] * 2
+    assert answers == [ItemResult(lead_id, True, expires_at=at(31), ttl_s=30)] * 2
     assert (await queue.get(lead_id)).lease_expires_at == at(31)

@@ -106,7 +106,7 @@ async def test_refused_operations_write_nothing(queue: Queue) -> None:
     await queue.push("s", [NewLead({}, key="k")], now=at(2))  # a duplicate is not pushed
     for refused in (
         queue.renew(lead_id, lease.token, now=at(2)),
-        queue.complete(lead_id, lease.token, now=at(2)),
+        queue.complete(lead_id, lease.token, "cached", now=at(2)),
         queue.release(lead_id, lease.token, now=at(2)),
         queue.cancel(lead_id, now=at(2)),
         queue.retry(lead_id, now=at(2)),
@@ -115,6 +115,7 @@ async def test_refused_operations_write_nothing(queue: Queue) -> None:
             await refused
     await queue.renew_many([RenewItem(lead_id, lease.token)], now=at(2))
     await queue.complete_many([CompleteItem(lead_id, lease.token)], now=at(2))
+    await queue.complete(lead_id, lease.token, now=at(2))  # a retried completion: answered again
     await queue.sweep_all(now=at(100))
     assert await queue.lease_next("s", "w", now=at(100)) == []
 
@@ -143,7 +144,7 @@ async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
 
 async def test_ledger_off_writes_no_events(db: Database) -> None:
     queue = Queue(db, ledger=False)
-    ids = (await queue.push("s", leads(4, max_attempts=1), now=T0)).ids
+    ids = (await queue.push("s", leads(4, max_attempts=2), now=T0)).ids
     a, b, c = await queue.lease_next("s", "w", max=3, ttl_s=10, now=T0)
     await queue.renew(a.lead.id, a.token, 10, now=at(1))
     await queue.complete(a.lead.id, a.token, now=at(2))

@@ -6,7 +6,9 @@ the real queue, and after every step checks the database against the model
 and SPEC's invariants:
 
 1. at most one valid lease per lead;
-2. only a valid lease renews, completes or releases (the model knows which are);
+2. only a valid lease renews, completes or releases (the model knows which are),
+   but the same completion sent again is answered as the first;
+7. a release on the last attempt fails the lead;
 4. a terminal lead never changes, except by retry of a failed one;
    attempts only grow; the counts match; the ledger agrees.
 
@@ -202,6 +204,7 @@ class LeaseMachine(RuleBasedStateMachine):
         for lease, m in zip(got, expected, strict=True):
             m.status, m.attempts, m.owner = "leased", m.attempts + 1, owner
             m.token, m.expires_at = lease.token, self.now + timedelta(seconds=ttl)
+            assert lease.ttl_s == ttl
             assert (lease.attempt, lease.owner, lease.expires_at) == (
                 m.attempts,
                 owner,
@@ -223,7 +226,9 @@ class LeaseMachine(RuleBasedStateMachine):
             assert answer.code == (None if ok else "lease_lost")
         else:
             try:
-                ok, expires_at = True, self.run(self.queue.renew(lead_id, token, ttl, now=self.now))
+                renewal = self.run(self.queue.renew(lead_id, token, ttl, now=self.now))
+                ok, expires_at = True, renewal.expires_at
+                assert renewal.ttl_s == ttl
             except LeaseLost:
                 ok, expires_at = False, None
         assert ok == valid
@@ -236,6 +241,8 @@ class LeaseMachine(RuleBasedStateMachine):
         lead_id, token = lease
         m = self.leads[lead_id]
         valid = m.valid(token, self.now)
+        # The same completion again (same lease, same status) is answered as the first was.
+        again = m.status == status and m.token == token
         if batch:
             item = CompleteItem(lead_id, token, status)  # type: ignore[arg-type]
             [answer] = self.run(self.queue.complete_many([item], now=self.now))
@@ -247,9 +254,9 @@ class LeaseMachine(RuleBasedStateMachine):
                 assert lead.status == status
             except LeaseLost:
                 ok = False
-        assert ok == valid
-        if valid:
-            m.status, m.token, m.expires_at = status, None, None
+        assert ok == (valid or again)
+        if valid:  # the finished lead keeps the token that completed it
+            m.status, m.expires_at = status, None
 
     @rule(lease=leases, delay=st.sampled_from([0, 5]))
     def release(self, lease: tuple[int, str], delay: int) -> None:
@@ -262,7 +269,9 @@ class LeaseMachine(RuleBasedStateMachine):
         except LeaseLost:
             ok = False
         assert ok == valid
-        if valid:
+        if valid and m.attempts >= m.max_attempts:  # its last attempt: failed (invariant 7)
+            m.status, m.token, m.expires_at = "failed", None, None
+        elif valid:
             m.status, m.token, m.expires_at = "queued", None, None
             m.available_at = self.now + timedelta(seconds=delay)
 
@@ -305,7 +314,7 @@ class LeaseMachine(RuleBasedStateMachine):
             m.status, m.token, m.expires_at = "failed", None, None
         else:
             assert (lead.status, lead.error) == ("queued", None)
-            m.status, m.available_at = "queued", self.now
+            m.status, m.token, m.available_at = "queued", None, self.now
             m.max_attempts = max(m.max_attempts, m.attempts + 1)
             self.last_retry = lead_id
 

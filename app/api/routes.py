@@ -25,6 +25,7 @@ from app.api.schemas import (
     CompleteIn,
     CountsOut,
     Health,
+    IdempotencyKey,
     LeadAnswer,
     LeadOut,
     LeaseIn,
@@ -112,10 +113,16 @@ def counting_lost(operation: str) -> Iterator[None]:
     tags=["producers"],
     responses=responses("validation_error", "payload_too_large", "conflict", "unavailable"),
 )
-async def push(session: SessionPath, body: PushIn, queue: QueueDep) -> PushOut:
+async def push(
+    session: SessionPath, body: PushIn, queue: QueueDep, idempotency_key: IdempotencyKey = None
+) -> PushOut:
     """Queue up to 1000 leads. A lead whose `key` is already in the session is not pushed
-    again: its existing id stands in its place and it counts as a duplicate."""
-    result = await queue.push(session, [NewLead(**lead.model_dump()) for lead in body.leads])
+    again: its existing id stands in its place and it counts as a duplicate.
+
+    With an `Idempotency-Key`, the same push sent again (its answer was lost) gets the
+    first answer and pushes nothing; the key sent with another request is refused (422)."""
+    leads = [NewLead(**lead.model_dump()) for lead in body.leads]
+    result = await queue.push(session, leads, idempotency_key=idempotency_key)
     metrics.PUSHED.inc(result.created)
     return PushOut.model_validate(result)
 
@@ -128,11 +135,16 @@ async def push(session: SessionPath, body: PushIn, queue: QueueDep) -> PushOut:
     tags=["workers"],
     responses=responses("validation_error", "payload_too_large", "unavailable"),
 )
-async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesOut:
+async def lease(
+    body: LeaseIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
+) -> LeasesOut:
     """Lease up to `max` available leads of the session, highest priority then oldest.
 
     The list is empty when nothing is available. With `wait_s` > 0 the request
-    is held until work arrives in the session or the wait ends (no busy polling)."""
+    is held until work arrives in the session or the wait ends (no busy polling).
+    Each lease says the `ttl_s` granted (`LEASEQ_LEASE_TTL_S` when none is asked).
+    With an `Idempotency-Key`, the same request sent again gets the leases the
+    first one took (those still valid), never new ones."""
     leases = await lease_waiting(
         runtime.queue,
         runtime.listener,
@@ -142,6 +154,7 @@ async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesO
         ttl_s=body.ttl_s,
         wait_s=body.wait_s,
         gone=request.is_disconnected,
+        idempotency_key=idempotency_key,
     )
     metrics.LEASES.inc(len(leases))
     return LeasesOut.of(leases)
@@ -153,11 +166,12 @@ async def lease(body: LeaseIn, runtime: RuntimeDep, request: Request) -> LeasesO
     responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
-    """Extend a valid lease to now + `ttl_s` on the database clock; 409 `lease_lost` otherwise."""
+    """Extend a valid lease to now + `ttl_s` on the database clock (`LEASEQ_LEASE_TTL_S` when
+    none is asked); the answer says the `ttl_s` granted. 409 `lease_lost` otherwise."""
     with counting_lost("renew"):
-        expires_at = await queue.renew(body.lead_id, body.token, body.ttl_s)
+        renewal = await queue.renew(body.lead_id, body.token, body.ttl_s)
     metrics.RENEWALS.inc()
-    return RenewOut(expires_at=expires_at)
+    return RenewOut.of(renewal)
 
 
 @router.post(
@@ -182,7 +196,11 @@ async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
     responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
-    """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise."""
+    """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise.
+
+    Idempotent: the same lead, token and status again after it succeeded (a retry
+    whose answer was lost) answers 200 with the lead as finished, and changes nothing;
+    any other completion of a finished lead is `lease_lost`."""
     with counting_lost("complete"):
         lead = await queue.complete(body.lead_id, body.token, body.status, body.result, body.error)
     metrics.COMPLETIONS.labels(body.status).inc()
@@ -196,7 +214,8 @@ async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
     responses=responses("validation_error", "payload_too_large", "unavailable"),
 )
 async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
-    """Complete up to 100 leases; one result per item, in the order given."""
+    """Complete up to 100 leases; one result per item, in the order given. An item its
+    lease already completed with the same status is `ok` again, as for `/complete`."""
     items = [
         CompleteItem(item.lead_id, item.token, item.status, item.result, item.error)
         for item in body.items
@@ -216,11 +235,13 @@ async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
     responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
 )
 async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
-    """Give a valid lease back: the lead is queued again after `delay_s`.
+    """Give a valid lease back: the lead is queued again after `delay_s`. On its last
+    attempt (`attempts` reached `max_attempts`) it fails instead, its error saying so
+    (and carrying `error`, the holder's reason, when given).
 
     409 `lease_lost` when the lease is no longer valid."""
     with counting_lost("release"):
-        lead = await queue.release(body.lead_id, body.token, body.delay_s)
+        lead = await queue.release(body.lead_id, body.token, body.delay_s, error=body.error)
     metrics.RELEASES.inc()
     return LeadAnswer.of(lead)
 

@@ -3,9 +3,10 @@ and the maintenance services of ``app.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
-while readyz answers 503; then the sweeper, and the pruner when
-``prune_after_s`` is set. ``Runtime.stop`` ends long polls (they answer with
-no leases), cancels the tasks, and drains and closes the pool.
+while readyz answers 503; then the sweeper, and the pruner (idempotency keys
+always, terminal leads when ``prune_after_s`` is set). ``Runtime.stop`` ends
+long polls (they answer with no leases), cancels the tasks, and drains and
+closes the pool.
 
 Servers wait for open requests to finish before they run the lifespan
 shutdown, so a long poll would hold a stopping server for up to 30 s. When
@@ -76,9 +77,13 @@ class Runtime:
         await self.recovery.once()
         sweeper = Sweeper(self.queue, self.recovery, self.settings.sweep_interval_s)
         self._spawn(sweeper.run(), "leaseq-sweeper")
-        if self.settings.prune_after_s is not None:
-            pruner = Pruner(self.queue, self.settings.prune_after_s, self.settings.prune_interval_s)
-            self._spawn(pruner.run(), "leaseq-pruner")
+        pruner = Pruner(
+            self.queue,
+            self.settings.prune_after_s,
+            self.settings.prune_interval_s,
+            keys_after_s=self.settings.idempotency_ttl_s,
+        )
+        self._spawn(pruner.run(), "leaseq-pruner")
 
     def _spawn(self, work: Any, name: str) -> None:
         self._tasks.append(asyncio.create_task(work, name=name))

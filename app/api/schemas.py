@@ -13,6 +13,7 @@ from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
+from fastapi import Header
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -26,6 +27,7 @@ from pydantic import (
 
 from app.report import Report
 from leaseq.limits import (
+    IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
     MAX_ATTEMPTS,
     MAX_DELAY_S,
@@ -42,7 +44,16 @@ from leaseq.limits import (
     MIN_TTL_S,
     SESSION_PATTERN,
 )
-from leaseq.model import AllCounts, Counts, FinalStatus, ItemResult, Lead, Lease, Status
+from leaseq.model import (
+    AllCounts,
+    Counts,
+    FinalStatus,
+    ItemResult,
+    Lead,
+    Lease,
+    Renewal,
+    Status,
+)
 from leaseq.timefmt import rfc3339
 
 Timestamp = Annotated[
@@ -63,6 +74,18 @@ TtlS = Annotated[
 ]
 DelayS = Annotated[float, Field(ge=0, le=MAX_DELAY_S)]
 ErrorText = Annotated[str, Field(min_length=1, max_length=MAX_ERROR_CHARS)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description=(
+            "Your own id of this one intent (a UUID): sent again with the same request, "
+            "the first answer comes back instead of a second effect. Kept for "
+            "LEASEQ_IDEMPOTENCY_TTL_S at least."
+        ),
+    ),
+]
 
 
 class Body(BaseModel):
@@ -159,6 +182,9 @@ class ReleaseIn(Body):
     lead_id: LeadId
     token: Token
     delay_s: DelayS = 0
+    error: ErrorText | None = Field(
+        None, description="Why the lead is given back; kept when this was its last attempt."
+    )
 
 
 class SweepIn(Body):
@@ -225,12 +251,19 @@ class LeadAnswer(Answer):
         return cls(lead=LeadOut.of(lead))
 
 
+GRANTED = (
+    "The seconds granted: time heartbeats from your own send time with it, never by "
+    "comparing expires_at (the database's clock) with your clock."
+)
+
+
 class LeaseOut(Answer):
     lead: LeadOut
     token: str = Field(description="Opaque; renew, complete and release need it.")
     attempt: int = Field(description="Fencing number: only grows for a lead.")
     owner: str
     expires_at: Timestamp
+    ttl_s: float = Field(description=GRANTED)
 
 
 class LeasesOut(Answer):
@@ -249,14 +282,20 @@ class PushOut(Answer):
 
 class RenewOut(Answer):
     expires_at: Timestamp
+    ttl_s: float = Field(description=GRANTED)
+
+    @classmethod
+    def of(cls, renewal: Renewal) -> RenewOut:
+        return cls.model_validate(renewal)
 
 
 class ItemOut(Answer):
-    """``{"lead_id", "ok": true[, "expires_at"]}`` or ``{"lead_id", "ok": false, "code"}``."""
+    """``{"lead_id", "ok": true[, "expires_at", "ttl_s"]}`` or ``{"lead_id", "ok": false, "code"}``."""  # noqa: E501
 
     lead_id: int
     ok: bool
     expires_at: Timestamp | None = None
+    ttl_s: float | None = Field(None, description="A renewal's: " + GRANTED)
     code: str | None = None
 
 

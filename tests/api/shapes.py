@@ -26,7 +26,7 @@ LEAD_KEYS = {
     "depth",
     "parent_id",
 }
-LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at"}
+LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
 COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending"}
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
@@ -61,6 +61,7 @@ def lease(data: Any, **expected: Any) -> dict[str, Any]:
     assert isinstance(data, dict) and set(data) == LEASE_KEYS, data
     assert isinstance(data["token"], str) and len(data["token"]) >= 16
     assert isinstance(data["attempt"], int) and data["attempt"] >= 1
+    assert isinstance(data["ttl_s"], int | float) and data["ttl_s"] > 0
     lead(data["lead"], status="leased", owner=data["owner"], attempts=data["attempt"])
     assert timestamp(data["expires_at"]) == timestamp(data["lead"]["lease_expires_at"])
     for name, value in expected.items():

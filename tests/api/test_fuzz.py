@@ -11,12 +11,16 @@ Two adjustments, not exclusions: ``wait_s`` of ``POST /lease`` is capped at
 waiting (long polls are tested in test_long_poll); and a payload or result
 holding the NUL character, which JSON Schema cannot rule out but PostgreSQL's
 jsonb cannot store, must get 422 ``validation_error`` rather than be accepted.
-A body over the size limit gets 413, which is a refusal like 422.
+A body over the size limit gets 413, which is a refusal like 422. A valid
+``Idempotency-Key`` the generator drew is made unique: it draws few distinct
+keys, and the same key with another body is refused by design (422,
+tests/test_idempotency.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +34,8 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 
 from app.api.app import create_app
 from app.config import Settings
+from leaseq.client import IDEMPOTENCY_HEADER
+from leaseq.limits import IDEMPOTENCY_KEY_PATTERN
 from tests.conftest import _admin, with_database
 from tests.serving import Service, Services
 
@@ -88,6 +94,9 @@ def _capped(case: Any) -> None:
         wait = body.get("wait_s")
         if isinstance(wait, int | float) and not isinstance(wait, bool) and wait > MAX_WAIT_S:
             body["wait_s"] = MAX_WAIT_S
+    key = (case.headers or {}).get(IDEMPOTENCY_HEADER)
+    if isinstance(key, str) and re.fullmatch(IDEMPOTENCY_KEY_PATTERN, key):
+        case.headers[IDEMPOTENCY_HEADER] = f"{key[:200]}-{uuid.uuid4()}"
 
 
 @pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{lb} {m.value}" for lb, m in CASES])

@@ -79,6 +79,41 @@ async def test_push_answers_ids_created_and_duplicates(client: httpx.AsyncClient
     }
 
 
+async def test_push_with_an_idempotency_key_pushes_once(client: httpx.AsyncClient) -> None:
+    body = {"leads": [{"payload": {"n": 1}}, {"payload": {"n": 2}}]}
+    once = {"Idempotency-Key": "push-7f3c"}
+    first = await client.post("/sessions/s/leads", json=body, headers=once)
+    again = await client.post("/sessions/s/leads", json=body, headers=once)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() and first.json()["created"] == 2
+    shapes.counts((await client.get("/sessions/s/stats")).json(), queued=2)
+
+    other = await client.post("/sessions/s/leads", json={"leads": body["leads"][:1]}, headers=once)
+    assert "Idempotency-Key" in shapes.problem(other, 422, "validation_error")["detail"]
+    for bad in ("", "a b", "k" * 256):
+        refused = await client.post(
+            "/sessions/s/leads", json=body, headers={"Idempotency-Key": bad}
+        )
+        shapes.problem(refused, 422, "validation_error")
+    shapes.counts((await client.get("/sessions/s/stats")).json(), queued=2)
+
+
+async def test_lease_with_an_idempotency_key_gets_the_same_leases(
+    client: httpx.AsyncClient,
+) -> None:
+    await push(client, "s", {"payload": {}}, {"payload": {}}, {"payload": {}})
+    body = {"session": "s", "owner": "w1", "max": 2, "ttl_s": 60}
+    once = {"Idempotency-Key": "lease-1"}
+    first = await client.post("/lease", json=body, headers=once)
+    again = await client.post("/lease", json=body, headers=once)
+    assert [x["token"] for x in again.json()["leases"]] == [
+        x["token"] for x in first.json()["leases"]
+    ]
+    for item in again.json()["leases"]:
+        shapes.lease(item, ttl_s=60, attempt=1)
+    shapes.counts((await client.get("/sessions/s/stats")).json(), queued=1, leased=2)
+
+
 # -- lease, renew, complete, release --------------------------------------------
 
 
@@ -102,10 +137,12 @@ async def test_lease_hands_out_highest_priority_first(client: httpx.AsyncClient)
 
 
 async def test_lease_without_ttl_uses_the_configured_default(client: httpx.AsyncClient) -> None:
-    await push(client, "s", {"payload": {}})
+    await push(client, "s", {"payload": {}}, {"payload": {}})
     lease = await lease_one(client, "s")
     now = await runtime_of(client).queue.db_now()
     assert shapes.timestamp(lease["expires_at"]) - now > timedelta(seconds=290)  # 300 s default
+    assert lease["ttl_s"] == 300  # said in the answer: the worker times itself from it
+    assert (await lease_one(client, "s", ttl_s=7))["ttl_s"] == 7
 
 
 async def test_renew_extends_and_a_lost_lease_answers_409(client: httpx.AsyncClient) -> None:
@@ -115,8 +152,10 @@ async def test_renew_extends_and_a_lost_lease_answers_409(client: httpx.AsyncCli
 
     renewed = await client.post("/renew", json={"lead_id": lead_id, "token": token, "ttl_s": 600})
     assert renewed.status_code == 200
-    assert set(renewed.json()) == {"expires_at"}
+    assert set(renewed.json()) == {"expires_at", "ttl_s"} and renewed.json()["ttl_s"] == 600
     assert shapes.timestamp(renewed.json()["expires_at"]) > shapes.timestamp(lease["expires_at"])
+    default = await client.post("/renew", json={"lead_id": lead_id, "token": token})
+    assert default.json()["ttl_s"] == 300
 
     wrong = await client.post("/renew", json={"lead_id": lead_id, "token": "not-the-token"})
     shapes.problem(wrong, 409, "lease_lost")
@@ -139,17 +178,18 @@ async def test_renew_batch_answers_in_the_order_given(client: httpx.AsyncClient)
     assert response.status_code == 200
     results = response.json()["results"]
     assert [set(r) for r in results] == [
-        {"lead_id", "ok", "expires_at"},
+        {"lead_id", "ok", "expires_at", "ttl_s"},
         {"lead_id", "ok", "code"},
-        {"lead_id", "ok", "expires_at"},
+        {"lead_id", "ok", "expires_at", "ttl_s"},
     ]
+    assert (results[0]["ttl_s"], results[2]["ttl_s"]) == (100, 300)
     assert results[1] == {"lead_id": a["lead"]["id"], "ok": False, "code": "lease_lost"}
     assert [r["lead_id"] for r in results] == [b["lead"]["id"], a["lead"]["id"], a["lead"]["id"]]
     assert results[0]["ok"] and results[2]["ok"]
     shapes.timestamp(results[0]["expires_at"])
 
 
-async def test_complete_finishes_once_and_then_answers_lease_lost(
+async def test_complete_finishes_once_and_a_retry_gets_the_same_answer(
     client: httpx.AsyncClient,
 ) -> None:
     await push(client, "s", {"payload": {}})
@@ -161,7 +201,12 @@ async def test_complete_finishes_once_and_then_answers_lease_lost(
     assert set(done.json()) == {"lead"}
     shapes.lead(done.json()["lead"], status="done", result={"rows": [1, 2]}, owner="w1")
 
-    shapes.problem(await client.post("/complete", json=body), 409, "lease_lost")
+    # SPEC: the same lead, token and status again is answered as the first (a lost answer) ...
+    again = await client.post("/complete", json=body | {"result": {"other": True}})
+    assert again.status_code == 200 and again.json() == done.json()
+    # ... any other completion of the finished lead is lease_lost.
+    other = body | {"status": "failed"}
+    shapes.problem(await client.post("/complete", json=other), 409, "lease_lost")
     not_for_renew = await client.post("/renew", json=body | {"result": None})
     shapes.problem(not_for_renew, 422, "validation_error")
 
@@ -219,6 +264,23 @@ async def test_release_queues_the_lead_again(client: httpx.AsyncClient) -> None:
 
     again = await lease_one(client, "s")
     assert (again["lead"]["id"], again["attempt"]) == (lead_id, 2)
+
+
+async def test_release_on_the_last_attempt_fails_the_lead_saying_why(
+    client: httpx.AsyncClient,
+) -> None:
+    [lead_id] = await push(client, "s", {"payload": {}, "max_attempts": 2})
+    for attempt, status in ((1, "queued"), (2, "failed")):
+        lease = await lease_one(client, "s")
+        assert lease["attempt"] == attempt
+        body = {"lead_id": lead_id, "token": lease["token"], "error": "disk full"}
+        released = await client.post("/release", json=body)
+        assert released.status_code == 200
+        shapes.lead(released.json()["lead"], status=status, attempts=attempt)
+    assert released.json()["lead"]["error"] == "released on attempt 2 of 2: disk full"
+    assert (await client.post("/lease", json={"session": "s", "owner": "w1"})).json() == {
+        "leases": []
+    }
 
 
 async def test_release_with_a_delay_hides_the_lead(client: httpx.AsyncClient) -> None:

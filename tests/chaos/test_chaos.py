@@ -202,7 +202,7 @@ def test_nothing_is_lost_or_done_twice_through_kills_and_restarts(
         )
         assert len(per_lead) == LEADS
         assert Counter(n for _, n in per_lead) == {1: LEADS}
-        [(leased,)] = query(url, "SELECT count(*) FROM leads WHERE lease_token IS NOT NULL")
+        [(leased,)] = query(url, "SELECT count(*) FROM leads WHERE lease_expires_at IS NOT NULL")
         assert leased == 0
 
         # No completion accepted twice, and each accepted one is the ledger's.

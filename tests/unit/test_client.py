@@ -80,7 +80,7 @@ async def test_a_gateway_or_unavailable_answer_is_retried(status: int) -> None:
 async def test_a_connection_error_is_retried_then_unavailable() -> None:
     calls = Recorder(httpx.ConnectError("refused"))
     async with client(calls) as api:
-        with pytest.raises(Unavailable, match="GET /sessions/s/stats: ConnectError"):
+        with pytest.raises(Unavailable, match=r"GET http://leaseq\.test/sessions/s/stats: Conn"):
             await api.stats("s")
     assert len(calls.requests) == FAST.attempts
 
@@ -177,6 +177,33 @@ async def test_renewals_go_in_batches_and_a_lease_waits_beyond_the_timeout() -> 
     assert request.extensions["timeout"]["read"] == 25  # the long poll, and then some
     assert request.headers["authorization"] == "Bearer s3cret"
     assert json.loads(request.content) == {"session": "s", "owner": "w", "max": 3, "wait_s": 20}
+
+
+async def test_a_retried_push_or_lease_sends_its_idempotency_key_again() -> None:
+    """One logical call, one key, however often it is sent; the next call, a new key."""
+    lost = httpx.ReadTimeout("the answer never came")
+    pushed = httpx.Response(201, json={"ids": [1], "created": 1, "duplicates": 0})
+    calls = Recorder(lost, pushed, lost, httpx.Response(200, json={"leases": []}), pushed)
+    async with client(calls) as api:
+        await api.push("s", [NewLead({})])
+        await api.lease("s", "w")
+        await api.push("s", [NewLead({})], idempotency_key="mine")
+    keys = [r.headers.get("idempotency-key") for r in calls.requests]
+    assert keys[0] == keys[1] and keys[2] == keys[3] and keys[4] == "mine"
+    assert len({keys[0], keys[2], keys[4]}) == 3 and all(keys)
+
+
+async def test_each_call_of_a_long_push_has_a_key_of_its_own() -> None:
+    seen: list[httpx.Request] = []
+
+    def push(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        n = len(json.loads(request.content)["leads"])
+        return httpx.Response(201, json={"ids": [1] * n, "created": n, "duplicates": 0})
+
+    async with client(push) as api:
+        await api.push("s", [NewLead({})] * (MAX_PUSH_BATCH + 1), idempotency_key="big")
+    assert [r.headers["idempotency-key"] for r in seen] == ["big", "big.1"]
 
 
 async def test_a_session_is_one_path_segment() -> None:

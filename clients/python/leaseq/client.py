@@ -3,8 +3,18 @@
 One implementation, asynchronous (``AsyncClient``): the work loop needs many
 calls in flight at once. Answers are parsed into the ``leaseq.model`` dataclasses;
 problem+json answers are raised as the ``leaseq.errors`` exceptions the service
-raises, chosen by their ``code``. Connection errors and 502/503/504 answers are
-retried with exponential backoff and jitter; a 4xx answer never is.
+raises, chosen by their ``code``. Connection errors, timeouts and 502/503/504
+answers are retried with exponential backoff and jitter; a 4xx answer never is.
+
+A retry must never turn one intent into two effects, so only calls that are
+safe to repeat are retried as they are: reads; renew (a second renewal only
+extends the lease again from now); complete (idempotent: the same completion
+again answers as the first did); release, sweep, cancel and retry (a repeat
+finds the work done and is refused, changing nothing). Push and lease are not
+safe as they are, so each logical call gets an ``Idempotency-Key`` of its own
+(a fresh UUID), sent with every retry of it: the service answers a repeat
+with the first answer (the same ids, the same leases) instead of pushing or
+leasing again.
 
 Knows nothing of the queue's internals or of the database: HTTP only.
 """
@@ -13,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,13 +54,20 @@ from leaseq.model import (
     Lease,
     NewLead,
     PushResult,
+    Renewal,
     RenewItem,
     SweepResult,
 )
 
 DEFAULT_TIMEOUT_S = 10.0
 RETRY_STATUSES = frozenset({502, 503, 504})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 _T = TypeVar("_T")
+
+
+def new_idempotency_key() -> str:
+    """A key for one logical push or lease, sent again with each of its retries."""
+    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +131,12 @@ def parse_lease(data: Mapping[str, Any]) -> Lease:
         attempt=data["attempt"],
         owner=data["owner"],
         expires_at=_time(data["expires_at"]),
+        ttl_s=_maybe_seconds(data.get("ttl_s")),
     )
+
+
+def _maybe_seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def parse_counts(data: Mapping[str, Any]) -> Counts:
@@ -127,6 +150,7 @@ def parse_item_result(data: Mapping[str, Any]) -> ItemResult:
         ok=bool(data["ok"]),
         expires_at=_maybe_time(data.get("expires_at")),
         code=data.get("code"),
+        ttl_s=_maybe_seconds(data.get("ttl_s")),
     )
 
 
@@ -241,18 +265,26 @@ class AsyncClient:
         *,
         timeout_s: float | None = None,
         policy: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        """One call, retried on connection errors and 502/503/504; a 4xx is raised at once."""
+        """One call, retried on connection errors and 502/503/504; a 4xx is raised at once.
+
+        Only calls safe to repeat come here (module docstring); ``Unavailable``
+        after the last try names the service's URL.
+        """
         policy = policy or self.retry_policy
         timeout = httpx.Timeout(timeout_s or self.timeout_s)
         attempt = 0
         while True:
             wait_hint: float | None = None
             try:
-                response = await self._http.request(method, path, json=body, timeout=timeout)
+                response = await self._http.request(
+                    method, path, json=body, timeout=timeout, headers=headers
+                )
             except httpx.TransportError as exc:
                 if attempt + 1 >= policy.attempts:
-                    raise Unavailable(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+                    why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    raise Unavailable(f"{method} {self.url}{path}: {why}") from exc
             else:
                 if response.is_success:
                     return response
@@ -267,16 +299,26 @@ class AsyncClient:
 
     # -- producers ---------------------------------------------------------
 
-    async def push(self, session: str, leads: Sequence[NewLead | Mapping[str, Any]]) -> PushResult:
+    async def push(
+        self,
+        session: str,
+        leads: Sequence[NewLead | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> PushResult:
         """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000.
 
-        Each call is atomic on its own; ids come back in input order.
+        Each call is atomic on its own; ids come back in input order. Each is
+        sent with an ``Idempotency-Key`` (``idempotency_key``, with the call's
+        number after the first, or a fresh one), so its retries push once.
         """
         ids: list[int] = []
         created = duplicates = 0
-        for chunk in _chunks(leads, MAX_PUSH_BATCH):
+        key = idempotency_key or new_idempotency_key()
+        for n, chunk in enumerate(_chunks(leads, MAX_PUSH_BATCH)):
             body = {"leads": [_new_lead(lead) for lead in chunk]}
-            data = await self._json("POST", f"/sessions/{_seg(session)}/leads", body)
+            once = {IDEMPOTENCY_HEADER: key if n == 0 else f"{key}.{n}"}
+            data = await self._json("POST", f"/sessions/{_seg(session)}/leads", body, headers=once)
             ids.extend(data["ids"])
             created += data["created"]
             duplicates += data["duplicates"]
@@ -292,29 +334,51 @@ class AsyncClient:
         max: int = 1,
         ttl_s: float | None = None,
         wait_s: float = 0.0,
+        idempotency_key: str | None = None,
+        policy: RetryPolicy | None = None,
     ) -> list[Lease]:
-        """Lease up to ``max`` leads; ``wait_s`` > 0 holds the call until work comes or it ends."""
+        """Lease up to ``max`` leads; ``wait_s`` > 0 holds the call until work comes or it ends.
+
+        Without ``ttl_s`` the service grants its default; each lease says the
+        ``ttl_s`` granted. Sent with an ``Idempotency-Key`` (``idempotency_key``
+        or a fresh one), so a retry gets the leases the first try took.
+        """
         body: dict[str, Any] = {"session": session, "owner": owner, "max": max, "wait_s": wait_s}
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
-        data = await self._json("POST", "/lease", body, timeout_s=self.timeout_s + wait_s)
+        once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        data = await self._json(
+            "POST",
+            "/lease",
+            body,
+            timeout_s=self.timeout_s + wait_s,
+            headers=once,
+            policy=policy,
+        )
         return [parse_lease(item) for item in data["leases"]]
 
-    async def renew(self, lead_id: int, token: str, ttl_s: float | None = None) -> datetime:
-        """Extend a valid lease; returns its new expiry. Raises LeaseLost."""
+    async def renew(self, lead_id: int, token: str, ttl_s: float | None = None) -> Renewal:
+        """Extend a valid lease; its new expiry and the ttl granted. Raises LeaseLost."""
         body: dict[str, Any] = {"lead_id": lead_id, "token": token}
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
-        return _time((await self._json("POST", "/renew", body))["expires_at"])
+        data = await self._json("POST", "/renew", body)
+        return Renewal(expires_at=_time(data["expires_at"]), ttl_s=float(data["ttl_s"]))
 
     async def renew_many(
-        self, items: Sequence[RenewItem], *, policy: RetryPolicy | None = None
+        self,
+        items: Sequence[RenewItem],
+        *,
+        policy: RetryPolicy | None = None,
+        timeout_s: float | None = None,
     ) -> list[ItemResult]:
         """Renew many leases (calls of up to 100); one answer per item, in order."""
         answers: list[ItemResult] = []
         for chunk in _chunks(items, MAX_ITEM_BATCH):
             body = {"items": [_renew_item(item) for item in chunk]}
-            data = await self._json("POST", "/renew/batch", body, policy=policy)
+            data = await self._json(
+                "POST", "/renew/batch", body, policy=policy, timeout_s=timeout_s
+            )
             answers.extend(parse_item_result(item) for item in data["results"])
         return answers
 
@@ -326,7 +390,10 @@ class AsyncClient:
         result: Any = None,
         error: str | None = None,
     ) -> Lead:
-        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost."""
+        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost.
+
+        Safe to retry: the same completion again answers as the first did.
+        """
         body = {
             "lead_id": lead_id,
             "token": token,
@@ -356,9 +423,17 @@ class AsyncClient:
             answers.extend(parse_item_result(item) for item in data["results"])
         return answers
 
-    async def release(self, lead_id: int, token: str, delay_s: float = 0.0) -> Lead:
-        """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost."""
-        body = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
+    async def release(
+        self, lead_id: int, token: str, delay_s: float = 0.0, *, error: str | None = None
+    ) -> Lead:
+        """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost.
+
+        On the lead's last attempt it fails instead, with ``error`` (why) kept.
+        A retry after a lost answer finds the lease gone: LeaseLost, nothing changed.
+        """
+        body: dict[str, Any] = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
+        if error is not None:
+            body["error"] = error
         return parse_lead((await self._json("POST", "/release", body))["lead"])
 
     # -- operators ---------------------------------------------------------

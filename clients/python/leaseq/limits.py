@@ -23,6 +23,8 @@ MAX_OWNER_CHARS = 200
 MAX_TOKEN_CHARS = 200
 MAX_ERROR_CHARS = 65_536  # a completion's error; the worker truncates to it
 MAX_ATTEMPTS = 10_000  # the largest max_attempts a lead may ask for
+# An Idempotency-Key header (push, lease): visible ASCII, as a UUID or any opaque id.
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,255}$"
 
 INT32_MAX = 2**31 - 1  # priority and depth are PostgreSQL integers
 INT64_MAX = 2**63 - 1  # lead ids are bigint

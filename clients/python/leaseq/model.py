@@ -60,13 +60,27 @@ class Lead:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A worker's claim on one lead; ``attempt`` is a fencing number that only grows."""
+    """A worker's claim on one lead; ``attempt`` is a fencing number that only grows.
+
+    ``ttl_s`` is the seconds granted: a worker times its heartbeats and its
+    deadline from when it sent the request, never by comparing ``expires_at``
+    (the database's clock) with its own. None only from a service too old to say.
+    """
 
     lead: Lead
     token: str
     attempt: int
     owner: str
     expires_at: datetime
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """A renewed lease: its new expiry (database clock) and the seconds granted."""
+
+    expires_at: datetime
+    ttl_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +110,13 @@ class CompleteItem:
 
 @dataclass(frozen=True, slots=True)
 class ItemResult:
-    """One answer of a batch: ok, or the code of why not."""
+    """One answer of a batch: ok, or the code of why not (a renewal's: with its expiry and ttl)."""
 
     lead_id: int
     ok: bool
     expires_at: datetime | None = None
     code: str | None = None
+    ttl_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

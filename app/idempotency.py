@@ -1,0 +1,86 @@
+"""Idempotency keys: a push or a lease retried with its key gets the first answer, not a new effect.
+
+A client sends an ``Idempotency-Key`` with a push or a lease, and the same
+key again when it retries because the answer was lost. The first request
+claims the key and stores its answer in the transaction of its own work, so
+the work and the memory of it commit together or not at all. A retry finds
+the key and gets the answer back; a retry that overtakes a first try still
+running waits on the claim's row lock, then gets that answer (or the key,
+when the first try stored nothing). A key sent again with another request
+is refused: it names one intent.
+
+Keys are kept ``LEASEQ_IDEMPOTENCY_TTL_S`` at least; the background pruner
+deletes older ones (``Queue.prune_keys``). Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+import psycopg
+
+from app import sql
+from app.pg import Connection, execute
+from leaseq.errors import InvalidInput
+from leaseq.limits import IDEMPOTENCY_KEY_PATTERN
+
+Verb = Literal["push", "lease"]
+T = TypeVar("T")
+FIELD = "Idempotency-Key"
+_key_re = re.compile(IDEMPOTENCY_KEY_PATTERN)
+
+
+def check_key(key: Any) -> str:
+    """An Idempotency-Key as the API takes it. Raises InvalidInput."""
+    if not isinstance(key, str) or not _key_re.fullmatch(key):
+        raise InvalidInput(FIELD, f"must match {IDEMPOTENCY_KEY_PATTERN}")
+    return key
+
+
+def fingerprint(request: Any) -> str:
+    """What a key's request said, as a digest: the same request gives the same one."""
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def once(
+    conn: Connection,
+    verb: Verb,
+    key: str,
+    request: Any,
+    work: Callable[[Connection], Awaitable[T]],
+    *,
+    encode: Callable[[T], Any],
+    decode: Callable[[Connection, Any], Awaitable[T]],
+    now: datetime | None = None,
+) -> T:
+    """``work`` once per key: its result, or the answer stored for the key, through ``decode``.
+
+    ``encode`` turns a result into the JSON to remember; None when there is
+    nothing to remember (the work changed nothing: the key stays free).
+    Raises InvalidInput when the key was used for another request.
+    """
+    params = {"verb": verb, "key": check_key(key), "request": fingerprint(request), "now": now}
+    while True:
+        claimed = False
+        async with conn.transaction():
+            claimed = bool(await execute(conn, sql.claim_key(), params))
+            if claimed:
+                result = await work(conn)
+                answer = encode(result)
+                if answer is None:
+                    raise psycopg.Rollback()  # nothing was done: the key stays free
+                await execute(conn, sql.remember_answer(), {**params, "answer": json.dumps(answer)})
+            else:  # taken by a request that committed (after we waited for it, if need be)
+                found = await execute(conn, sql.remembered(), params)
+        if claimed:
+            return result
+        if found:  # else it was pruned since: claim it again
+            if found[0]["request"] != params["request"]:
+                raise InvalidInput(FIELD, "was used before for another request; use a new key")
+            return await decode(conn, found[0]["answer"])
