@@ -32,7 +32,8 @@ from app.pg import Database, libpq_url
 from app.queue import Queue
 from tests import browser as browsers
 from tests import system
-from tests.serving import Services
+from tests.serving import Service, Services
+from tests.worker_support import fresh_database
 
 RUN_SLOW = "--run-slow"
 _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
@@ -168,6 +169,34 @@ def services(tmp_path: Path) -> Iterator[Services]:
     running = Services(tmp_path)
     yield running
     running.close()
+
+
+@pytest.fixture(scope="module")
+def served(
+    request: pytest.FixtureRequest,
+    server_url: str,
+    template_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Service, str]]:
+    """One ``leaseq serve`` per test module (with the module's ``SERVE_ENV``), on a fresh
+    database; the service and the database's URL. Its tests share it (``service``,
+    ``db_url``), each in a session of its own; a module may define its own ``service``."""
+    running = Services(tmp_path_factory.mktemp("serve"))
+    with fresh_database(server_url, template_db) as url:
+        try:
+            yield running.start(database_url=url, env=getattr(request.module, "SERVE_ENV", {})), url
+        finally:
+            running.close()
+
+
+@pytest.fixture(scope="module")
+def service(served: tuple[Service, str]) -> Service:
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def db_url(served: tuple[Service, str]) -> str:
+    return served[1]
 
 
 @pytest.fixture(scope="session")

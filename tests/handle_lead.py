@@ -9,12 +9,16 @@ stdin; its ``mode`` says what to do:
 - ``fail_first``: ``fail`` on attempt 1, ``ok`` after
 - ``hang``: start a grandchild (``sleep``), write both pids to ``pid_dir``, wait
 - ``hang_first``: ``hang`` on attempt 1, ``ok`` after
+- ``deaf_first``: on attempt 1, ignore SIGTERM and append the time to
+  ``stamps`` (a file) every 20 ms until killed; after, append it once, ``ok``
+- ``env``: print the names of the ``LEASEQ_*`` variables it sees
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,13 +38,32 @@ def _hang(payload: dict[str, Any], lead_id: str) -> int:
     return child.wait()
 
 
+def _deaf(stamps: Path) -> int:
+    """Ignore SIGTERM; write down that it still runs, every 20 ms, until SIGKILL."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with stamps.open("a") as out:
+        while True:
+            out.write(f"{time.time()} {os.getpid()}\n")
+            out.flush()
+            time.sleep(0.02)
+
+
 def main() -> int:
     payload = json.load(sys.stdin)
     lead_id = os.environ["LEASEQ_LEAD_ID"]
     attempt = int(os.environ["LEASEQ_ATTEMPT"])
     mode = payload.get("mode", "ok")
+    if mode == "deaf_first":
+        if attempt == 1:
+            return _deaf(Path(payload["stamps"]))
+        with Path(payload["stamps"]).open("a") as out:
+            out.write(f"{time.time()} {os.getpid()} next\n")
+        mode = "ok"
     if mode in ("fail_first", "hang_first"):
         mode = mode.removesuffix("_first") if attempt == 1 else "ok"
+    if mode == "env":
+        print(json.dumps(sorted(name for name in os.environ if name.startswith("LEASEQ_"))))
+        return 0
     if mode == "text":
         print("hello, not json")
         return 0

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,30 +23,25 @@ import pytest
 from leaseq.client import AsyncClient, RetryPolicy
 from leaseq.model import Counts, NewLead
 from leaseq.worker import Cached, Job, StopReason, Worker, run_worker
-from tests.serving import ROOT, Service, Services, child_env, free_port
-from tests.worker_support import RecordingTransport, alive, completions, fresh_database, ledger
+from tests.serving import Service, Services, free_port
+from tests.worker_support import (
+    HANDLER,
+    RecordingTransport,
+    alive,
+    completions,
+    eventually,
+    exited,
+    kill_leftovers,
+    ledger,
+    pids,
+    start_worker,
+)
 
 pytestmark = pytest.mark.service
 
-HANDLER = [sys.executable, "tests/handle_lead.py"]
 FAST_RETRY = RetryPolicy(attempts=3, base_s=0.05, max_s=0.2)
 FAST_SWEEPS = {"LEASEQ_SWEEP_INTERVAL_S": "0.3"}  # expired leases come back quickly
-
-
-@pytest.fixture(scope="module")
-def db_url(server_url: str, template_db: str) -> Iterator[str]:
-    """One database for the module's service; each test works in a session of its own."""
-    with fresh_database(server_url, template_db) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def service(db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    running = Services(tmp_path_factory.mktemp("serve"))
-    try:
-        yield running.start(database_url=db_url, env=FAST_SWEEPS)
-    finally:
-        running.close()
+SERVE_ENV = FAST_SWEEPS  # the module's service (conftest's ``served``)
 
 
 @pytest.fixture
@@ -61,13 +53,6 @@ def session() -> str:
 async def client(service: Service) -> Any:
     async with AsyncClient(service.url) as client:
         yield client
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    """Poll ``check`` until it holds; fail after ``timeout_s``."""
-    async with asyncio.timeout(timeout_s):
-        while not await check():  # noqa: ASYNC110 (the state is in another process)
-            await asyncio.sleep(0.05)
 
 
 async def run_until(worker: Worker, check: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -86,44 +71,6 @@ async def run_until(worker: Worker, check: Callable[[], bool], timeout_s: float 
 
 async def quick(job: Job) -> dict[str, Any]:
     return {"by": "quick", "attempt": job.attempt}
-
-
-def start_worker(
-    service: Service, session: str, args: list[str], log: Path
-) -> subprocess.Popen[bytes]:
-    """``leaseq worker`` as a subprocess (run from the repo root, logs to ``log``)."""
-    argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", service.url, "-s", session]
-    argv += args
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=child_env()
-        )
-
-
-async def exited(process: subprocess.Popen[bytes], log: Path, timeout_s: float = 15.0) -> int:
-    """Wait for the subprocess to exit; its return code."""
-    try:
-        return await asyncio.to_thread(process.wait, timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        raise AssertionError(f"worker still running:\n{tail(log)}") from None
-
-
-def tail(log: Path) -> str:
-    return log.read_text()[-3000:]
-
-
-def pids(folder: Path) -> list[int]:
-    """Every pid the ``hang`` handler recorded in ``folder``."""
-    return [int(pid) for f in folder.glob("*.pids") for pid in f.read_text().split()]
-
-
-def kill_leftovers(folder: Path) -> None:
-    """SIGKILL processes the tests started that may still run (a kill -9'd worker's children)."""
-    for pid in pids(folder):
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 # -- a lease lost while the handler runs ---------------------------------------
@@ -235,7 +182,7 @@ async def test_sigterm_releases_leads_in_flight_within_the_grace_period(
     ids = (await client.push(session, leads)).ids
     log = tmp_path / "worker.log"
     args = ["--owner", "term", "--concurrency", "3", "--ttl", "30", "--grace", "1", "--quiet"]
-    worker = start_worker(service, session, [*args, "--", *HANDLER], log)
+    worker = start_worker(service.url, session, [*args, "--", *HANDLER], log)
     try:
         await eventually(lambda: asyncio.sleep(0, len(pids(tmp_path)) == 6), timeout_s=15)
         signalled = time.monotonic()
@@ -266,7 +213,7 @@ async def test_kill_9_mid_lead_another_worker_finishes_after_the_ttl(
     log = tmp_path / "worker.log"
     args = ["--owner", "doomed", "--ttl", "1.5", "--quiet"]
     worker = start_worker(
-        service, session, [*args, "--handler", "tests.handle_lead:stall_first"], log
+        service.url, session, [*args, "--handler", "tests.handle_lead:stall_first"], log
     )
     try:
 
@@ -371,7 +318,7 @@ async def test_command_success(
     leads = [NewLead({"mode": "ok", "x": 1}), NewLead({"mode": "text"}), NewLead({"mode": "ok"})]
     ids = (await client.push(session, leads)).ids
     log = tmp_path / "worker.log"
-    worker = start_worker(service, session, ["-c", "2", "--wait", "0.5", "--", *HANDLER], log)
+    worker = start_worker(service.url, session, ["-c", "2", "--wait", "0.5", "--", *HANDLER], log)
     assert await exited(worker, log) == 0
     first = await client.get(ids[0])
     assert first.status == "done"
@@ -396,7 +343,7 @@ async def test_command_non_zero_exit(
     failing, flaky = (await client.push(session, leads)).ids
     log = tmp_path / "worker.log"
     args = ["--wait", "0.5", "--retry-delay", "0", "--quiet", "--", *HANDLER]
-    assert await exited(start_worker(service, session, args, log), log) == 0
+    assert await exited(start_worker(service.url, session, args, log), log) == 0
     lead = await client.get(failing)
     assert lead.status == "failed"
     assert (
@@ -416,7 +363,7 @@ async def test_command_past_its_max_runtime_is_killed(
     args = ["--max-runtime", "1", "--wait", "0.5", "--quiet", "--", *HANDLER]
     try:
         began = time.monotonic()
-        assert await exited(start_worker(service, session, args, log), log) == 0
+        assert await exited(start_worker(service.url, session, args, log), log) == 0
         assert time.monotonic() - began >= 1
         assert len(pids(tmp_path)) == 2 and not any(alive(pid) for pid in pids(tmp_path))
         lead = await client.get(lead_id)
@@ -433,7 +380,7 @@ async def test_command_of_a_lost_lease_is_killed(
     ).ids
     log = tmp_path / "worker.log"
     args = ["--owner", "w", "--ttl", "1.5", "--wait", "0.5", "--quiet", "--", *HANDLER]
-    worker = start_worker(service, session, args, log)
+    worker = start_worker(service.url, session, args, log)
     try:
         await eventually(lambda: asyncio.sleep(0, len(pids(tmp_path)) == 2), timeout_s=15)
         await client.cancel(lead_id)
@@ -458,7 +405,9 @@ async def test_forever_with_metrics_until_sigterm(
     port = free_port()
     log = tmp_path / "worker.log"
     args = ["--forever", "--wait", "0.5", "--metrics-port", str(port), "--quiet"]
-    worker = start_worker(service, session, [*args, "--handler", "tests.handle_lead:quick"], log)
+    worker = start_worker(
+        service.url, session, [*args, "--handler", "tests.handle_lead:quick"], log
+    )
     metrics_url = f"http://127.0.0.1:{port}/metrics"
     try:
 

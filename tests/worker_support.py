@@ -1,14 +1,21 @@
 """Helpers of the client and worker tests (the service itself runs through ``tests.serving``).
 
 A recording HTTP transport that can also cut a worker off from chosen paths,
-a fresh database for a module, readers of the ledger, and a process check.
+a fresh database for a module, readers of the ledger, process checks, and
+``leaseq worker`` as a subprocess.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -16,6 +23,9 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from app.pg import libpq_url
+from tests.serving import ROOT, child_env
+
+HANDLER = [sys.executable, "tests/handle_lead.py"]
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
@@ -77,6 +87,16 @@ def ledger(database_url: str, lead_id: int) -> list[tuple[str, str | None, int]]
     return [(event, owner, attempt) for event, owner, attempt in rows]
 
 
+def ledger_times(database_url: str, lead_id: int) -> list[tuple[str, datetime, datetime | None]]:
+    """(event, at, expires_at) of each lead_events row of one lead, in order."""
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        rows = conn.execute(
+            "SELECT event, at, expires_at FROM lead_events WHERE lead_id = %s ORDER BY id",
+            (lead_id,),
+        ).fetchall()
+    return [(event, at, expires_at) for event, at, expires_at in rows]
+
+
 def alive(pid: int) -> bool:
     """Whether a process runs (a zombie, killed but not yet reaped, does not)."""
     try:
@@ -84,3 +104,68 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def guards_of(worker_pid: int) -> list[int]:
+    """The command guards (``leaseq.worker.guard``) a worker started that still run."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = any(arg.endswith(b"guard.py") for arg in argv) and str(worker_pid).encode() in argv
+        if ours and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def start_worker(
+    url: str, session: str, args: list[str], log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``leaseq worker`` as a subprocess (run from the repo root, logs to ``log``)."""
+    argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", url, "-s", session, *args]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=child_env(env)
+        )
+
+
+async def exited(process: subprocess.Popen[bytes], log: Path, timeout_s: float = 15.0) -> int:
+    """Wait for the subprocess to exit; its return code."""
+    try:
+        return await asyncio.to_thread(process.wait, timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"worker still running:\n{tail(log)}") from None
+
+
+def tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+def pids(folder: Path) -> list[int]:
+    """Every pid the ``hang`` handler recorded in ``folder``."""
+    return [int(pid) for f in folder.glob("*.pids") for pid in f.read_text().split()]
+
+
+def kill_leftovers(folder: Path) -> None:
+    """SIGKILL processes the tests started that may still run (a kill -9'd worker's children)."""
+    for pid in pids(folder):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+    """Poll ``check`` until it holds; fail after ``timeout_s``."""
+    async with asyncio.timeout(timeout_s):
+        while not await check():  # noqa: ASYNC110 (the state is in another process)
+            await asyncio.sleep(0.05)
+
+
+async def holds(value: bool) -> bool:
+    """``value`` as an awaitable, for ``eventually`` on state in this process."""
+    return value

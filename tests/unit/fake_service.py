@@ -4,11 +4,13 @@ It answers the calls a worker makes (``/lease``, ``/renew/batch``,
 ``/complete``, ``/release``) as SPEC says, judging leases on a ``FakeClock``
 instead of a database, and records every request. A test makes it misbehave
 on purpose: ``down`` paths answer 503, ``lost`` leads answer ``lease_lost``
-to their renewals.
+to their renewals, ``takes_s`` moves the clock while a path answers, and a
+path in ``held`` answers only once its event is set (a service that hangs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -88,8 +90,12 @@ class FakeService:
     clock: FakeClock
     leads: dict[int, FakeLead] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    sent_with: list[tuple[str, float]] = field(default_factory=list)  # (path, read timeout)
     down: set[str] = field(default_factory=set)  # paths answering 503
     lost: set[int] = field(default_factory=set)  # leads whose renewals answer lease_lost
+    default_ttl_s: float = 300.0  # LEASEQ_LEASE_TTL_S: a lease or renewal that asks none
+    takes_s: dict[str, float] = field(default_factory=dict)  # the clock moves while answering
+    held: dict[str, asyncio.Event] = field(default_factory=dict)  # answered once set (a hang)
 
     def push(self, *payloads: dict[str, Any], max_attempts: int = 5) -> list[int]:
         ids = []
@@ -105,10 +111,18 @@ class FakeService:
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
+    def timeouts(self, path: str) -> list[float]:
+        """The read timeout each request to ``path`` was sent with."""
+        return [timeout for sent, timeout in self.sent_with if sent == path]
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         body = json.loads(request.content) if request.content else {}
         self.requests.append((path, body))
+        self.sent_with.append((path, request.extensions["timeout"]["read"]))
+        if path in self.held:
+            await self.held[path].wait()
+        self.clock.advance(self.takes_s.get(path, 0.0))
         if path in self.down:
             return problem(503, "unavailable", "database unavailable: OperationalError")
         answer = {
@@ -138,7 +152,8 @@ class FakeService:
                 continue
             lead.status, lead.attempts, lead.owner = "leased", lead.attempts + 1, body["owner"]
             lead.token = secrets.token_urlsafe(8)
-            lead.expires_at = self.clock() + body["ttl_s"]
+            ttl = body.get("ttl_s", self.default_ttl_s)
+            lead.expires_at = self.clock() + ttl
             leases.append(
                 {
                     "lead": lead.as_json(self.clock),
@@ -146,7 +161,7 @@ class FakeService:
                     "attempt": lead.attempts,
                     "owner": lead.owner,
                     "expires_at": rfc3339(EPOCH + timedelta(seconds=lead.expires_at)),
-                    "ttl_s": body["ttl_s"],
+                    "ttl_s": ttl,
                 }
             )
         return httpx.Response(200, json={"leases": leases})
@@ -158,24 +173,35 @@ class FakeService:
             if lead is None or lead.id in self.lost:
                 results.append({"lead_id": item["lead_id"], "ok": False, "code": "lease_lost"})
                 continue
-            lead.expires_at = self.clock() + item["ttl_s"]
+            ttl = item.get("ttl_s", self.default_ttl_s)
+            lead.expires_at = self.clock() + ttl
             expires = rfc3339(EPOCH + timedelta(seconds=lead.expires_at))
-            results.append({"lead_id": lead.id, "ok": True, "expires_at": expires})
+            results.append({"lead_id": lead.id, "ok": True, "expires_at": expires, "ttl_s": ttl})
         return httpx.Response(200, json={"results": results})
 
     def _complete(self, body: dict[str, Any]) -> httpx.Response:
         lead = self._valid(body["lead_id"], body["token"])
         if lead is None:
+            lead = self.leads.get(body["lead_id"])
+            if lead is not None and (lead.token, lead.status) == (body["token"], body["status"]):
+                return httpx.Response(200, json={"lead": lead.as_json(self.clock)})  # a retry
             return problem(409, "lease_lost", "the lease is no longer valid")
         lead.status, lead.result, lead.error = body["status"], body["result"], body["error"]
-        lead.token = lead.expires_at = None
+        lead.expires_at = None  # the token stays: a retry is answered as the first
         return httpx.Response(200, json={"lead": lead.as_json(self.clock)})
 
     def _release(self, body: dict[str, Any]) -> httpx.Response:
         lead = self._valid(body["lead_id"], body["token"])
         if lead is None:
             return problem(409, "lease_lost", "the lease is no longer valid")
-        lead.status, lead.token, lead.expires_at = "queued", None, None
-        lead.available_at = self.clock() + body["delay_s"]
+        lead.token, lead.expires_at = None, None
         lead.released.append(body["delay_s"])
+        if lead.attempts >= lead.max_attempts:  # SPEC invariant 7
+            lead.status = "failed"
+            lead.error = f"released on attempt {lead.attempts} of {lead.max_attempts}"
+            if body.get("error"):
+                lead.error += f": {body['error']}"
+        else:
+            lead.status = "queued"
+            lead.available_at = self.clock() + body["delay_s"]
         return httpx.Response(200, json={"lead": lead.as_json(self.clock)})

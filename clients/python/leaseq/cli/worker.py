@@ -6,8 +6,9 @@ import typer
 
 from leaseq.cli.output import EXIT_USAGE, err, fail, one_line_errors
 from leaseq.cli.root import ServiceUrl, Token, app
-from leaseq.limits import MAX_WAIT_S
+from leaseq.limits import MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
 from leaseq.worker import runner
+from leaseq.worker.job import HandlerUnusable
 from leaseq.worker.metrics import MetricsUnavailable
 
 DEFAULTS = runner.Options(url="", session="")
@@ -20,10 +21,13 @@ DEFAULTS = runner.Options(url="", session="")
         "leaseq worker --session crawl --concurrency 8 -- python handle.py\n\n"
         "A Python function (async or not) that takes a leaseq.Job:  "
         "leaseq worker --session crawl --handler handle:run\n\n"
-        "The program sees LEASEQ_LEAD_ID, LEASEQ_ATTEMPT and LEASEQ_SESSION. Exit 0: done; "
-        "non-zero: retried later while attempts remain, else failed. A lost lease or "
-        "--max-runtime kills its process group. SIGTERM or Ctrl-C: no new leases, --grace "
-        "seconds for those in flight, then they are released; twice: released at once."
+        "The program sees LEASEQ_LEAD_ID, LEASEQ_ATTEMPT and LEASEQ_SESSION, and no other "
+        "LEASEQ_* variable (the token stays with the worker). Exit 0: done; non-zero: "
+        "retried later while attempts remain, else failed. A lease lost or not renewed in "
+        "time, or --max-runtime, kills the program's whole process tree (SIGTERM, then SIGKILL "
+        "--kill-grace later) before the lease can end; so does the worker's own death, "
+        "kill -9 included. SIGTERM or Ctrl-C: no new leases, --grace seconds for those in "
+        "flight, then they are released; twice: released at once."
     ),
 )
 def worker(
@@ -45,14 +49,19 @@ def worker(
     owner: str | None = typer.Option(
         None, "--owner", metavar="NAME", help="The name leases are taken under (default host-pid)."
     ),
-    ttl: float = typer.Option(
-        DEFAULTS.ttl_s, "--ttl", metavar="SECONDS", help="Lease length; renewed every third of it."
+    ttl: float | None = typer.Option(
+        None,
+        "--ttl",
+        metavar="SECONDS",
+        help=f"Lease length ({MIN_TTL_S:g}-{MAX_TTL_S:g}); renewed every third of it. "
+        "Default: the service's (LEASEQ_LEASE_TTL_S).",
+        show_default=False,
     ),
     wait: float = typer.Option(
         DEFAULTS.wait_s,
         "--wait",
         metavar="SECONDS",
-        help=f"Long-poll wait for work (0-{MAX_WAIT_S:g}).",
+        help=f"Long-poll wait for work (0-{MAX_WAIT_S:g}); empty after it: the queue is done.",
     ),
     max_runtime: float | None = typer.Option(
         None, "--max-runtime", metavar="SECONDS", help="Kill a lead's handler after this long."
@@ -63,13 +72,31 @@ def worker(
         metavar="SECONDS",
         help="On SIGTERM, time for leads in flight to finish.",
     ),
+    kill_grace: float | None = typer.Option(
+        None,
+        "--kill-grace",
+        metavar="SECONDS",
+        help="Between SIGTERM and SIGKILL to a program told to stop. Default: 2, less for a "
+        "short ttl (at most half the ttl goes to the stop).",
+        show_default=False,
+    ),
     retry_delay: float = typer.Option(
         DEFAULTS.retry_delay_s,
         "--retry-delay",
         metavar="SECONDS",
         help="First backoff after a failure (doubles).",
     ),
-    forever: bool = typer.Option(False, "--forever", help="Keep waiting when the queue is empty."),
+    give_up: float = typer.Option(
+        DEFAULTS.give_up_s,
+        "--give-up-after",
+        metavar="SECONDS",
+        help="Exit non-zero when the service cannot be reached for this long.",
+    ),
+    forever: bool = typer.Option(
+        False,
+        "--forever",
+        help="Keep waiting when the queue is empty, and keep trying an unreachable service.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Log lines only, no progress line."),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", metavar="PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT."
@@ -90,7 +117,9 @@ def worker(
         wait_s=wait,
         max_runtime_s=max_runtime,
         grace_s=grace,
+        kill_grace_s=kill_grace,
         retry_delay_s=retry_delay,
+        give_up_s=give_up,
         forever=forever,
         quiet=quiet,
     )
@@ -106,4 +135,7 @@ def worker(
         except OSError as exc:
             fail(f"--metrics-port {metrics_port}: {exc.strerror or exc}")
     with one_line_errors():
-        runner.run(work, options, err)
+        try:
+            runner.run(work, options, err)
+        except HandlerUnusable as exc:
+            fail(str(exc))

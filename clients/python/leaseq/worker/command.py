@@ -1,4 +1,10 @@
-"""The handler of ``leaseq worker -- COMMAND``: a program run once per lead."""
+"""The handler of ``leaseq worker -- COMMAND``: a program run once per lead, through a guard.
+
+Each run goes through ``leaseq.worker.guard``, a small process between the
+worker and the command, so the command's whole process tree dies when the
+worker asks, when the lease is gone, and when the worker itself dies, even
+of SIGKILL.
+"""
 
 from __future__ import annotations
 
@@ -8,64 +14,95 @@ import json
 import logging
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from leaseq.model import JSON
-from leaseq.worker.job import Job
+from leaseq.worker import guard
+from leaseq.worker.job import HandlerUnusable, Job, StopReason
 
 log = logging.getLogger("leaseq.worker")
 
 STDERR_TAIL_CHARS = 2000  # of a failed command's stderr, kept as the attempt's error
+GUARD = Path(guard.__file__).resolve()
+SECRET_PREFIX = "LEASEQ_"  # the worker's own settings: its token, the service's URL ...
+GUARD_SETTLE_S = 1.0  # beyond the kill grace, for the guard to reap the tree and exit
 
 
 class CommandFailed(Exception):
     """The command exited with a non-zero status."""
 
 
+class CommandNotStartable(HandlerUnusable):
+    """The command cannot be started (not found, not executable): no lead can run."""
+
+
+def command_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
+    """What a command sees: ``base`` without any ``LEASEQ_*`` variable, plus the lead's own.
+
+    The worker's token (``LEASEQ_TOKEN``) and every other setting of leaseq
+    stay with the worker.
+    """
+    env = {k: v for k, v in base.items() if not k.startswith(SECRET_PREFIX)}
+    env.update(
+        LEASEQ_LEAD_ID=str(job.id), LEASEQ_ATTEMPT=str(job.attempt), LEASEQ_SESSION=job.session
+    )
+    return env
+
+
 class Command:
     """A handler that runs ``argv`` once per lead.
 
     The payload goes as JSON on stdin; ``LEASEQ_LEAD_ID``, ``LEASEQ_ATTEMPT``
-    and ``LEASEQ_SESSION`` are in its environment. Exit 0 → done, with stdout
-    parsed as JSON (or ``{"output": text}``; nothing → null). Non-zero → the
-    failure path, with the tail of stderr as the error. Cancelled (lease lost,
-    max runtime, shutdown) → its process group gets SIGTERM, then SIGKILL
-    after ``kill_timeout_s``.
+    and ``LEASEQ_SESSION`` are in its environment, and no other ``LEASEQ_*``
+    variable. Exit 0 → done, with stdout parsed as JSON (or ``{"output":
+    text}``; nothing → null). Non-zero → the failure path, with the tail of
+    stderr as the error. Stopped (lease lost, not renewed in time, max
+    runtime, shutdown) → its whole process tree gets SIGTERM, then SIGKILL
+    ``kill_grace_s`` later (the job's, unless given here); a renewal refused
+    (the lease is someone else's already) gets SIGKILL at once. What the
+    command leaves running when it exits is ended the same way.
     """
 
     def __init__(
         self,
         argv: Sequence[str],
         *,
-        kill_timeout_s: float = 2.0,
+        kill_grace_s: float | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         if not argv:
             raise ValueError("a command is needed")
         self.argv = list(argv)
-        self.kill_timeout_s = kill_timeout_s
+        self.kill_grace_s = kill_grace_s
         self.env = dict(os.environ if env is None else env)
 
     async def __call__(self, job: Job) -> JSON:
-        env = {
-            **self.env,
-            "LEASEQ_LEAD_ID": str(job.id),
-            "LEASEQ_ATTEMPT": str(job.attempt),
-            "LEASEQ_SESSION": job.session,
-        }
+        grace = job.kill_grace_s if self.kill_grace_s is None else self.kill_grace_s
         process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",  # the guard reads no PYTHON* variable and imports nothing of the user's
+            "-S",
+            str(GUARD),
+            f"{grace:g}",
+            str(os.getpid()),
+            "--",
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # its own process group, killed as one
+            env=command_environment(self.env, job),
+            start_new_session=True,  # no terminal's Ctrl-C: the worker decides
         )
         try:
             stdout, stderr = await process.communicate(json.dumps(job.payload).encode())
         except BaseException:
-            await self._kill(process)
+            await self._stop(process, job, grace)
             raise
+        text = stderr.decode(errors="replace")
+        if process.returncode == guard.CANNOT_START_STATUS and text.startswith(guard.CANNOT_START):
+            raise CommandNotStartable(text.strip().removeprefix("leaseq-guard: "))
         if process.returncode != 0:
             status = process.returncode
             how = (
@@ -73,27 +110,30 @@ class Command:
                 if status is not None and status < 0
                 else f"exit status {status}"
             )
-            tail = stderr.decode(errors="replace").strip()[-STDERR_TAIL_CHARS:]
+            tail = text.strip()[-STDERR_TAIL_CHARS:]
             raise CommandFailed(f"{how}: {tail}" if tail else how)
-        if stderr:
-            tail = stderr.decode(errors="replace")[-STDERR_TAIL_CHARS:]
-            log.debug("lead %d stderr: %s", job.id, tail)
+        if text:
+            log.debug("lead %d stderr: %s", job.id, text[-STDERR_TAIL_CHARS:])
         return parse_output(stdout)
 
-    async def _kill(self, process: asyncio.subprocess.Process) -> None:
-        """SIGTERM to the process group, SIGKILL if it is still there after ``kill_timeout_s``."""
-        for signum, patience in ((signal.SIGTERM, self.kill_timeout_s), (signal.SIGKILL, None)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signum)
-            try:
-                async with asyncio.timeout(patience):
-                    await process.wait()
-            except TimeoutError:
-                continue
-            if signum == signal.SIGTERM:  # the leader is gone; make sure its group is too
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
+    async def _stop(self, process: asyncio.subprocess.Process, job: Job, grace: float) -> None:
+        """End the command's tree: at once for a lease refused, else SIGTERM then SIGKILL.
+
+        The guard does it; if the guard itself does not end in time, it gets
+        SIGKILL, and the command with it (its parent-death signal).
+        """
+        how = guard.NOW if job.cancel_token.reason is StopReason.LOST else signal.SIGTERM
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, how)
+        try:
+            async with asyncio.timeout(grace + GUARD_SETTLE_S):
+                await process.wait()
             return
+        except TimeoutError:
+            log.error("lead %d: the guard of its command did not end; killing it", job.id)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        await process.wait()
 
 
 def parse_output(stdout: bytes) -> JSON:

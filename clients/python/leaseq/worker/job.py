@@ -2,9 +2,10 @@
 
 A handler is any callable (async or not) taking a ``Job``. It returns the
 lead's result, or ``Cached(result)`` to finish the lead as ``cached``; it
-raises to fail the attempt. When the worker must stop it (``StopReason``),
-an async handler is cancelled as a task and a sync one is told through its
-``CancelToken``, which it polls.
+raises to fail the attempt (``HandlerUnusable`` when it can run nothing at
+all). When the worker must stop it (``StopReason``), an async handler is
+cancelled as a task and a sync one is told through its ``CancelToken``,
+which it polls; it has ``Job.kill_grace_s`` to end.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ class HandlerCancelled(Exception):
     """The handler was told to stop: lease lost, maximum runtime, or the worker stopping."""
 
 
+class HandlerUnusable(Exception):
+    """The handler cannot run any lead (its program cannot be started, say).
+
+    The worker gives the lead back and stops, instead of burning one lead after
+    another on the same failure.
+    """
+
+
 class CancelToken:
     """Set when a handler must stop. Safe to read from any thread."""
 
@@ -71,10 +80,15 @@ class CancelToken:
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """What a handler gets: the lease (lead, attempt) and the token that says stop."""
+    """What a handler gets: the lease (lead, attempt) and the token that says stop.
+
+    ``kill_grace_s``: once told to stop, how long the handler has to end
+    before it is killed (a command's tree) or abandoned (a function).
+    """
 
     lease: Lease
     cancel_token: CancelToken = field(default_factory=CancelToken)
+    kill_grace_s: float = 2.0
 
     @property
     def lead(self) -> Lead:

@@ -1,26 +1,37 @@
-"""The work loop: lease leads, heartbeat them, run a handler on each, complete or release.
+"""The work loop: lease leads, renew them, run a handler on each, complete or release.
 
-It never runs a lead it no longer holds. Every lease in flight is renewed in
-one batch call per tick, at a third of the ttl; when a renew answers lost, or
-no renew has been confirmed in time to be sure the lease is still valid (the
-service unreachable), the lead's handler is stopped and its result is never
-sent. An async handler is cancelled as a task; a sync handler runs in its own
-thread and is told through the ``CancelToken`` of its ``Job``, which it polls.
+It never runs a lead it no longer holds (SPEC invariant 8), and never gives
+one back while its handler may still run. Each lease's time is kept on the
+worker's own clock from the instants its requests were sent (``Held``, in
+``leaseq.worker.held``): the handler is told to stop a kill grace and a
+margin before the lease could have ended, unless a renewal is confirmed
+first; renewals go in one batch call for the leases due, a third of the ttl
+after the last confirmed one was sent, retried soon after a failure, each
+call's timeout what is left before the first of its leases must stop. A
+renewal answered lost stops the handler at once, and nothing is sent for it.
+An async handler is cancelled as a task; a sync handler runs in its own
+thread and is told through the ``CancelToken`` of its ``Job``, which it
+polls; a command's whole process tree is killed (``leaseq.worker.command``).
 
 After the handler (its ``Outcome``):
 
 - it returned a value → ``complete(done, value)``; ``Cached(value)`` → ``cached``;
 - it raised, or ran past ``max_runtime_s`` → ``release`` with a backoff delay
   while attempts remain (``attempt < max_attempts``), else ``complete(failed)``;
+- it raised ``HandlerUnusable`` (its program cannot start) → ``release``, and
+  the worker stops leasing and ends with that error;
+- it did not stop within its kill grace when told to → nothing is sent: the
+  lease is left to expire (it may still run), and the worker says so;
 - the worker is stopping (``stop()``, SIGTERM, SIGINT) → in-flight leads get
-  ``grace_s`` to finish, then are cancelled and released for another worker.
+  ``grace_s`` to finish, then are stopped and released for another worker.
 
 The loop stops when a lease comes back empty after its wait with nothing in
-flight, unless ``forever``.
+flight, unless ``forever``. When the service cannot be reached, every lease
+retry says so, with the service's URL, and after ``give_up_s`` of failures
+the run ends with ``Unavailable``, unless ``forever``.
 
-Leases are judged on ``clock`` (monotonic seconds; tests inject a fake one):
-when each was received, until when it is surely valid, when its handler
-passes ``max_runtime_s``. Speaks to the service through ``leaseq.client`` only.
+Tests inject ``clock`` (monotonic seconds). Speaks to the service through
+``leaseq.client`` only.
 """
 
 from __future__ import annotations
@@ -39,27 +50,38 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from leaseq.client import AsyncClient
-from leaseq.errors import InvalidInput, LeaseLost, LeaseqError, PayloadTooLarge, Unavailable
-from leaseq.limits import MAX_ERROR_CHARS, MAX_LEASE_BATCH, MAX_TTL_S, MAX_WAIT_S
+from leaseq.client import NO_RETRY, AsyncClient
+from leaseq.errors import (
+    InvalidInput,
+    LeaseLost,
+    LeaseqError,
+    PayloadTooLarge,
+    Unavailable,
+    first_line,
+)
+from leaseq.limits import MAX_ERROR_CHARS, MAX_LEASE_BATCH, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
 from leaseq.model import JSON, FinalStatus, Lease, RenewItem
-from leaseq.worker.job import Cached, Handler, Job, StopReason
+from leaseq.worker.held import Held, check_kill_grace, kill_grace
+from leaseq.worker.job import Cached, Handler, HandlerUnusable, Job, StopReason
 from leaseq.worker.metrics import Metrics
 
 log = logging.getLogger("leaseq.worker")
 
 Clock = Callable[[], float]
 
-DEFAULT_TTL_S = 60.0
-DEFAULT_WAIT_S = 10.0
+DEFAULT_WAIT_S = 2.0
 DEFAULT_GRACE_S = 10.0
-CANCEL_WAIT_S = 5.0  # how long a stopped handler gets to end before it is abandoned
+DEFAULT_GIVE_UP_S = 60.0
+MAX_SECONDS = 366 * 24 * 3600.0  # any duration beyond a year is a typo
 IDLE_POLL_S = 1.0  # an empty lease is not repeated sooner than this
 RETRY_BASE_S = 1.0
 MAX_RETRY_DELAY_S = 300.0
+MIN_CALL_TIMEOUT_S = 0.05
+LOG_EVERY_S = 5.0  # a failing heartbeat says so at most this often
 
 
 def default_owner() -> str:
@@ -73,34 +95,58 @@ def default_retry_delay(attempt: int, base_s: float = RETRY_BASE_S) -> float:
     return delay * random.uniform(0.75, 1.0)
 
 
-def safety_margin(ttl_s: float) -> float:
-    """How long before a lease's expiry its handler is stopped: the stop itself takes time."""
-    return min(1.0, ttl_s * 0.1)
+def check_seconds(name: str, value: float | None, *, low: float, high: float) -> None:
+    """Refuse a duration outside [low, high] (NaN and infinities too). Raises ValueError."""
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{name} must be from {_seconds(low)} to {_seconds(high)}")
+
+
+def _seconds(value: float) -> str:
+    days, rest = divmod(value, 86400)
+    return f"{days:g} days" if days and not rest else f"{value:g}s"
 
 
 @dataclass(slots=True)
 class WorkerStats:
-    """What one worker did so far."""
+    """What one worker did so far. ``started`` is when it started (UTC, wall clock)."""
 
     leased: int = 0
     done: int = 0
     cached: int = 0
     failed: int = 0  # completed as failed (attempts used up)
     errors: int = 0  # handler attempts that failed: exception, exit status, max runtime
-    released: int = 0  # for a retry after an error, or at shutdown
+    released: int = 0  # for a retry after an error, at shutdown, or unusable
     lost: int = 0  # leases lost while held: the handler was stopped, nothing sent
+    abandoned: int = 0  # handlers that did not stop when told: their leases left to expire
     in_flight: int = 0
-    started: float = field(default_factory=time.monotonic)
+    started: datetime = field(default_factory=lambda: datetime.now(UTC))
+    busy_s: float = 0.0  # time with at least one lead in flight (clock seconds)
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
+    busy_since: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def finished(self) -> int:
         return self.done + self.cached + self.failed
 
+    def holding(self, in_flight: int) -> None:
+        """The leads in flight are now ``in_flight``; busy time runs while there are any."""
+        now = self.clock()
+        if in_flight and self.busy_since is None:
+            self.busy_since = now
+        elif not in_flight and self.busy_since is not None:
+            self.busy_s += now - self.busy_since
+            self.busy_since = None
+        self.in_flight = in_flight
+
+    def busy(self) -> float:
+        """Seconds with leads in flight so far: waiting for work does not count."""
+        running = 0.0 if self.busy_since is None else self.clock() - self.busy_since
+        return self.busy_s + running
+
     def rate(self) -> float:
-        """Leads finished per second since the start."""
-        elapsed = self.clock() - self.started
-        return self.finished / elapsed if elapsed > 0 else 0.0
+        """Leads finished per second of busy time."""
+        busy = self.busy()
+        return self.finished / busy if busy > 0 else 0.0
 
 
 class Outcome(StrEnum):
@@ -111,6 +157,8 @@ class Outcome(StrEnum):
     ERROR = "error"  # release for a retry, or complete as failed on the last attempt
     LOST = "lost"  # the lease is gone: send nothing
     SHUTDOWN = "shutdown"  # release for another worker
+    ABANDONED = "abandoned"  # the handler would not stop: send nothing, let the lease expire
+    UNUSABLE = "unusable"  # the handler can run nothing: release, and stop the worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,55 +168,6 @@ class Ended:
     outcome: Outcome
     result: JSON = None
     error: str | None = None
-
-
-@dataclass(eq=False, slots=True)
-class Held:
-    """A lease in flight in this worker, on the worker's clock.
-
-    ``valid_until`` is the instant before which the lease is surely still
-    valid: its receipt (or a confirmed renewal's send time) plus the ttl,
-    less a safety margin. Past it, or past the handler's maximum runtime,
-    the handler must stop (``due``).
-    """
-
-    job: Job
-    valid_until: float
-    started: float
-    interrupted: asyncio.Event = field(default_factory=asyncio.Event)
-    reason: StopReason | None = None
-    settling: bool = False  # the handler is over; complete or release is being sent
-
-    @property
-    def lease(self) -> Lease:
-        return self.job.lease
-
-    @property
-    def lost(self) -> bool:
-        return self.reason is not None and self.reason.lease_gone
-
-    def interrupt(self, reason: StopReason) -> None:
-        """Stop the handler; losing the lease overrides any earlier reason."""
-        if self.reason is None or reason.lease_gone:
-            self.reason = reason
-        self.job.cancel_token.cancel(reason)
-        self.interrupted.set()
-
-    def renewed(self, sent: float, ttl_s: float) -> None:
-        """A renewal sent at ``sent`` was confirmed: valid for its ttl from then (never less)."""
-        self.valid_until = max(self.valid_until, sent + ttl_s - safety_margin(ttl_s))
-
-    def deadline(self, max_runtime_s: float | None) -> float:
-        """When the handler must stop at the latest."""
-        return min(self.valid_until, self.started + (max_runtime_s or math.inf))
-
-    def due(self, now: float, max_runtime_s: float | None) -> StopReason | None:
-        """Why the handler must stop at ``now``: the lease may have ended, or its time is up."""
-        if now >= self.valid_until:
-            return StopReason.EXPIRED
-        if max_runtime_s is not None and now >= self.started + max_runtime_s:
-            return StopReason.MAX_RUNTIME
-        return None
 
 
 def _is_async(handler: Handler) -> bool:
@@ -192,7 +191,14 @@ class Worker:
 
     ``await worker.run()`` returns the ``WorkerStats`` when the queue is empty
     (or after ``stop()``). Errors other than an unreachable service (bad
-    session, unauthorized) end the run by raising.
+    session, unauthorized) end the run by raising; so does a service out of
+    reach for ``give_up_s`` (``Unavailable``), and a handler that can run
+    nothing (``HandlerUnusable``).
+
+    ``ttl_s`` None takes the service's default lease time (``LEASEQ_LEASE_TTL_S``).
+    ``kill_grace_s`` is how long a handler told to stop has before it is killed
+    (a command) or abandoned (a function); None: 2 s, less for a short ttl.
+    Raises ValueError for an option out of range.
     """
 
     def __init__(
@@ -203,24 +209,27 @@ class Worker:
         *,
         owner: str | None = None,
         concurrency: int = 1,
-        ttl_s: float = DEFAULT_TTL_S,
+        ttl_s: float | None = None,
         wait_s: float = DEFAULT_WAIT_S,
         max_runtime_s: float | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        kill_grace_s: float | None = None,
         forever: bool = False,
+        give_up_s: float | None = DEFAULT_GIVE_UP_S,
         retry_delay: Callable[[int], float] = default_retry_delay,
-        cancel_wait_s: float = CANCEL_WAIT_S,
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if not 0 < ttl_s <= MAX_TTL_S:
-            raise ValueError(f"ttl_s must be > 0 and ≤ {MAX_TTL_S:g}")
-        if not 0 <= wait_s <= MAX_WAIT_S:
-            raise ValueError(f"wait_s must be from 0 to {MAX_WAIT_S:g}")
-        if max_runtime_s is not None and max_runtime_s <= 0:
-            raise ValueError("max_runtime_s must be > 0")
+        check_seconds("ttl_s", ttl_s, low=MIN_TTL_S, high=MAX_TTL_S)
+        check_seconds("wait_s", wait_s, low=0, high=MAX_WAIT_S)
+        check_seconds("max_runtime_s", max_runtime_s, low=0.001, high=MAX_SECONDS)
+        check_seconds("grace_s", grace_s, low=0, high=MAX_SECONDS)
+        check_seconds("kill_grace_s", kill_grace_s, low=0, high=MAX_SECONDS)
+        check_seconds("give_up_s", give_up_s, low=0.001, high=MAX_SECONDS)
+        if ttl_s is not None and kill_grace_s is not None:
+            check_kill_grace(ttl_s, kill_grace_s)
         self.client = client
         self.session = session
         self.handler = handler
@@ -229,20 +238,23 @@ class Worker:
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self.max_runtime_s = max_runtime_s
-        self.grace_s = max(grace_s, 0.0)
+        self.grace_s = grace_s
+        self.kill_grace_s = kill_grace_s
         self.forever = forever
+        self.give_up_s = None if forever else give_up_s
         self.retry_delay = retry_delay
-        self.cancel_wait_s = cancel_wait_s
         self.metrics = metrics or Metrics()
         self.clock = clock
-        self.stats = WorkerStats(started=clock(), clock=clock)
-        self.heartbeat_s = ttl_s / 3
+        self.stats = WorkerStats(clock=clock)
         self._is_async = _is_async(handler)
         self._held: dict[str, Held] = {}  # by lease token: a lead may come back
         self._runners: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._stop_event = asyncio.Event()
+        self._schedule = asyncio.Event()  # wakes the heartbeat: a new lease, or a new clock
         self._stopping_at: float | None = None  # time.monotonic(); -inf: no grace left
+        self._fatal: BaseException | None = None  # ends the run once the leads in flight end
+        self._clamped = False
 
     # -- control -----------------------------------------------------------
 
@@ -273,12 +285,16 @@ class Worker:
         return max(0.0, self._stopping_at + self.grace_s - time.monotonic())
 
     async def run(self, *, handle_signals: bool = False) -> WorkerStats:
-        """Work until the queue is empty (or forever, or stopped); SIGTERM/SIGINT call ``stop``."""
+        """Work until the queue is empty (or forever, or stopped); SIGTERM/SIGINT call ``stop``.
+
+        Raises what ended the run early: ``Unavailable`` after ``give_up_s`` out of
+        reach, ``HandlerUnusable``, or the service's refusal (``LeaseqError``).
+        """
         loop = asyncio.get_running_loop()
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         for signum in signals:
             loop.add_signal_handler(signum, self.stop)
-        self.stats.started = self.clock()
+        self.stats.started = datetime.now(UTC)
         heartbeat = asyncio.create_task(self._heartbeat(), name="leaseq-heartbeat")
         try:
             await self._lease_loop()
@@ -292,6 +308,9 @@ class Worker:
             await asyncio.gather(heartbeat, return_exceptions=True)
             for signum in signals:
                 loop.remove_signal_handler(signum)
+            self.stats.holding(0)
+        if self._fatal is not None:
+            raise self._fatal
         return self.stats
 
     async def _sleep(self, seconds: float) -> None:
@@ -306,6 +325,7 @@ class Worker:
     # -- leasing -----------------------------------------------------------
 
     async def _lease_loop(self) -> None:
+        failing_since: float | None = None
         failures = 0
         while not self.stopping:
             free = min(self.concurrency - len(self._runners), MAX_LEASE_BATCH)
@@ -313,19 +333,27 @@ class Worker:
                 self._slot_freed.clear()
                 await _first(self._slot_freed.wait(), self._stop_event.wait())
                 continue
-            sent = time.monotonic()
+            sent = self.clock()
             try:
                 leases = await self._lease(free)
             except Unavailable as exc:
+                failing_since = sent if failing_since is None else failing_since
                 failures += 1
+                why = _naming(self.client.url, exc.detail)
                 delay = self.client.retry_policy.delay(failures)
-                log.warning("lease failed (%s); again in %.1fs", exc.detail, delay)
+                failing = self.clock() - failing_since
+                if self.give_up_s is not None and failing + delay >= self.give_up_s:
+                    raise Unavailable(
+                        f"gave up after {failing:.1f}s without reaching the service "
+                        f"({why}); --forever keeps trying"
+                    ) from exc
+                log.warning("lease failed (%s); again in %.1fs", why, delay)
                 await self._sleep(delay)
                 continue
-            failures = 0
-            received = time.monotonic()
+            failing_since, failures = None, 0
+            received = self.clock()
             for lease in leases:
-                self._start(lease)
+                self._start(lease, sent=sent, received=received)
             if leases:
                 continue
             # Empty after the whole wait: the queue is empty. Empty sooner: the service
@@ -352,16 +380,30 @@ class Worker:
                 return []
         return call.result()
 
-    def _start(self, lease: Lease) -> None:
+    def _start(self, lease: Lease, *, sent: float, received: float) -> None:
+        """Hold a lease whose request was sent at ``sent``, and run its handler."""
         self.stats.leased += 1
         self.metrics.leased()
-        received = self.clock()
-        valid_until = received + self.ttl_s - safety_margin(self.ttl_s)
-        held = Held(Job(lease), valid_until=valid_until, started=received)
+        ttl = lease.ttl_s if lease.ttl_s is not None else self.ttl_s
+        if ttl is None:  # a service too old to say: the worker cannot time the lease
+            ttl = MIN_TTL_S
+            self._fatal = LeaseqError("the service does not say a lease's ttl_s: give --ttl")
+            self.stop()
+        grace = kill_grace(ttl, self.kill_grace_s)
+        if self.kill_grace_s is not None and grace < self.kill_grace_s and not self._clamped:
+            self._clamped = True
+            log.warning(
+                "the kill grace is %.2fs, not %gs: the ttl is %gs", grace, self.kill_grace_s, ttl
+            )
+        job = Job(lease, kill_grace_s=grace)
+        held = Held.leased(job, sent=sent, ttl_s=ttl, received=received)
+        if not held.confirmed.is_set():
+            log.info("lead %d: its lease came late; confirming it before it runs", lease.lead.id)
         if self.stopping:  # leased while stopping: give it straight back
             held.interrupt(StopReason.SHUTDOWN)
         self._held[lease.token] = held
-        self.stats.in_flight = len(self._held)
+        self.stats.holding(len(self._held))
+        self._schedule.set()
         task = asyncio.create_task(self._hold(held), name=f"leaseq-lead-{lease.lead.id}")
         self._runners.add(task)
         task.add_done_callback(self._runner_done)
@@ -383,36 +425,71 @@ class Worker:
     # -- heartbeat ---------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        """Renew every lease in flight in one batch call per tick, at a third of the ttl."""
+        """Renew each lease on its schedule, those due together in one batch call."""
+        failing_since: float | None = None
+        last_said = -math.inf
         while True:
-            await asyncio.sleep(self.heartbeat_s)
-            try:
-                await self._renew_all()
-            except Exception:
-                log.exception("heartbeat failed")
+            now = self.clock()
+            live = [h for h in self._held.values() if not h.lost and not h.abandoned]
+            next_at = min((h.renew_at for h in live), default=math.inf)
+            if next_at > now:
+                await self._wait_schedule(next_at - now)
+                continue
+            # Those due within a sixth of their ttl go along: early renewals cost nothing.
+            batch = [h for h in live if h.renew_at <= now + h.ttl_s / 6]
+            why = await self._renew(batch)
+            if why is None:
+                failing_since = None
+            else:
+                now = self.clock()
+                failing_since = now if failing_since is None else failing_since
+                if now - last_said >= LOG_EVERY_S:
+                    last_said = now
+                    log.warning(
+                        "renewal of %d leases failed for %.1fs (%s); retrying while time remains",
+                        len(batch),
+                        now - failing_since,
+                        _naming(self.client.url, why),
+                    )
             self.check_deadlines()
 
-    async def _renew_all(self) -> None:
-        held = [h for h in self._held.values() if not h.lost]
-        if not held:
-            return
+    async def _wait_schedule(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until a new lease or ``check_deadlines`` changes the schedule."""
+        self._schedule.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._schedule.wait()
+
+    async def _renew(self, batch: list[Held]) -> str | None:
+        """Renew ``batch`` in one call, timed out before the first of them must stop.
+
+        None when it was answered; else why not (each lease then retries soon).
+        """
         sent = self.clock()
-        items = [RenewItem(h.lease.lead.id, h.lease.token, self.ttl_s) for h in held]
+        remaining = min(h.needed_by() for h in batch) - sent
+        timeout = min(max(remaining, MIN_CALL_TIMEOUT_S), self.client.timeout_s)
+        items = [RenewItem(h.lease.lead.id, h.lease.token, h.ttl_s) for h in batch]
         try:
-            async with asyncio.timeout(max(self.heartbeat_s, 1.0)):
-                answers = await self.client.renew_many(items)
+            async with asyncio.timeout(timeout):
+                answers = await self.client.renew_many(items, policy=NO_RETRY, timeout_s=timeout)
         except (TimeoutError, LeaseqError) as exc:
-            why = exc.detail if isinstance(exc, LeaseqError) else "timed out"
-            log.warning("heartbeat of %d leases failed: %s", len(items), why)
-            return
-        for h, answer in zip(held, answers, strict=True):
+            now = self.clock()
+            for h in batch:
+                h.renew_failed(now)
+            return (
+                first_line(exc) if isinstance(exc, LeaseqError) else f"no answer in {timeout:.2f}s"
+            )
+        for h, answer in zip(batch, answers, strict=True):
             if answer.ok:
-                h.renewed(sent, self.ttl_s)
-            elif not h.settling:
+                h.renewed(sent, answer.ttl_s or h.ttl_s)
+            elif h.settling:
+                h.renew_at = math.inf  # its complete or release will hear it is lost
+            else:
                 h.interrupt(StopReason.LOST)
+        return None
 
     def check_deadlines(self) -> None:
-        """Stop every running handler whose lease may have ended or whose time is up."""
+        """Stop every running handler whose lease may end soon or whose time is up."""
         now = self.clock()
         for held in list(self._held.values()):
             if held.settling or held.reason is not None:
@@ -420,6 +497,7 @@ class Worker:
             reason = held.due(now, self.max_runtime_s)
             if reason is not None:
                 held.interrupt(reason)
+        self._schedule.set()
 
     # -- one lead ----------------------------------------------------------
 
@@ -434,7 +512,7 @@ class Worker:
             log.exception("lead %d: unexpected error in the worker", lead_id)
         finally:
             self._held.pop(held.lease.token, None)
-            self.stats.in_flight = len(self._held)
+            self.stats.holding(len(self._held))
 
     def _launch(self, job: Job) -> asyncio.Future[Any]:
         """Start the handler: a task if it is async, else a thread of its own."""
@@ -457,9 +535,30 @@ class Worker:
         future.add_done_callback(_consume)
         return future
 
+    async def _confirmed(self, held: Held) -> bool:
+        """Wait until the lease is confirmed (it is at once, but after a late answer)."""
+        waiting = asyncio.ensure_future(held.confirmed.wait())
+        interrupted = asyncio.ensure_future(held.interrupted.wait())
+        try:
+            while not held.confirmed.is_set() and held.reason is None:
+                now = self.clock()
+                if now >= held.unconfirmed_until:
+                    held.interrupt(StopReason.EXPIRED)
+                    break
+                await asyncio.wait(
+                    {waiting, interrupted},
+                    timeout=held.unconfirmed_until - now,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+        finally:
+            waiting.cancel()
+            interrupted.cancel()
+        return held.confirmed.is_set()
+
     async def _execute(self, held: Held) -> Ended:
-        """Run the handler until it ends, the lease is lost, max runtime or shutdown."""
-        if held.reason is None:
+        """Run the handler until it ends, the lease may end, max runtime or shutdown."""
+        if await self._confirmed(held) and held.reason is None:
+            held.started = self.clock()
             work = self._launch(held.job)
             interrupted = asyncio.ensure_future(held.interrupted.wait())
             try:
@@ -479,10 +578,14 @@ class Worker:
             finished_first = work.done()  # before any cancel: a result it chose to return
             if not finished_first:
                 await self._stop_handler(held, work)
+            if held.abandoned:
+                return Ended(Outcome.ABANDONED)
             if held.lost:
                 return Ended(Outcome.LOST)
             if finished_first and not work.cancelled():
                 exc = work.exception()
+                if isinstance(exc, HandlerUnusable):
+                    return Ended(Outcome.UNUSABLE, error=str(exc))
                 if exc is None:
                     value = work.result()
                     if isinstance(value, Cached):
@@ -497,31 +600,45 @@ class Worker:
         return Ended(Outcome.SHUTDOWN)
 
     async def _stop_handler(self, held: Held, work: asyncio.Future[Any]) -> None:
-        """Cancel a running handler and give it ``cancel_wait_s`` to stop."""
-        log.info("lead %d: cancelling the handler (%s)", held.lease.lead.id, held.reason)
+        """Stop a running handler; it has its kill grace (and the margin) to end."""
+        lead_id = held.lease.lead.id
+        log.info("lead %d: stopping the handler (%s)", lead_id, held.reason)
         if self._is_async:
             work.cancel()
-        await asyncio.wait({work}, timeout=self.cancel_wait_s)
-        if not work.done():
-            log.warning(
-                "lead %d: the handler did not stop within %.1fs; abandoned",
-                held.lease.lead.id,
-                self.cancel_wait_s,
-            )
-            if self._is_async:
-                work.add_done_callback(_consume)
-        elif not work.cancelled():
-            work.exception()  # retrieved: not an "exception never retrieved" warning
+        patience = held.job.kill_grace_s + held.margin
+        await asyncio.wait({work}, timeout=patience)
+        if work.done():
+            if not work.cancelled():
+                work.exception()  # retrieved: not an "exception never retrieved" warning
+            return
+        held.abandoned = True
+        work.add_done_callback(_consume)
+        log.error(
+            "lead %d: the handler did not stop within %.1fs (%s); it may still be running, so "
+            "its lease is not released: it is left to expire",
+            lead_id,
+            patience,
+            held.reason,
+        )
 
     async def _settle(self, held: Held, ended: Ended) -> None:
-        """Send what the outcome calls for; never anything for a lost lease."""
+        """Send what the outcome calls for; never anything for a lost or abandoned lease."""
         lease = held.lease
         lead_id = lease.lead.id
+        if ended.outcome is Outcome.ABANDONED:
+            self.stats.abandoned += 1
+            return
         if ended.outcome is Outcome.LOST:
             self._lost(held, held.reason or StopReason.LOST)
             return
+        if ended.outcome is Outcome.UNUSABLE:
+            await self._unusable(held, ended.error or "the handler cannot run")
+            return
         if ended.outcome is Outcome.SHUTDOWN:
-            if await self._send(held, lambda: self.client.release(lead_id, lease.token, 0.0)):
+            release = lambda: self.client.release(  # noqa: E731
+                lead_id, lease.token, 0.0, error=StopReason.SHUTDOWN.value
+            )
+            if await self._send(held, release):
                 self.stats.released += 1
                 self.metrics.released("shutdown")
                 log.info("lead %d: released (shutdown)", lead_id)
@@ -546,6 +663,18 @@ class Worker:
                     return
         await self._fail(held, _error_text(ended.error or "failed"))
 
+    async def _unusable(self, held: Held, error: str) -> None:
+        """Give the lead back and stop the worker: every lead would fail the same way."""
+        lease = held.lease
+        log.error("lead %d: %s; releasing it and stopping", lease.lead.id, error)
+        text = _error_text(error)
+        release = lambda: self.client.release(lease.lead.id, lease.token, 0.0, error=text)  # noqa: E731
+        if await self._send(held, release):
+            self.stats.released += 1
+        if self._fatal is None:
+            self._fatal = HandlerUnusable(error)
+            self.stop()
+
     async def _fail(self, held: Held, error: str) -> None:
         """Retry later while attempts remain, else complete as failed."""
         lease = held.lease
@@ -561,7 +690,8 @@ class Worker:
                 delay,
                 error,
             )
-            if await self._send(held, lambda: self.client.release(lead_id, lease.token, delay)):
+            release = lambda: self.client.release(lead_id, lease.token, delay, error=error)  # noqa: E731
+            if await self._send(held, release):
                 self.stats.released += 1
                 self.metrics.released("retry")
             return
@@ -571,7 +701,11 @@ class Worker:
             self._finished("failed")
 
     async def _send(self, held: Held, call: Callable[[], Awaitable[Any]]) -> bool:
-        """Send a complete or release; retried while the lease is surely valid. False if lost."""
+        """Send a complete or release; retried while the lease is surely valid. False if lost.
+
+        Both are safe to repeat: a completion sent again is answered as the first,
+        a release sent again finds the lease given back (lease_lost, no change).
+        """
         retry = 0
         while True:
             try:
@@ -582,8 +716,9 @@ class Worker:
                 return False
             except Unavailable as exc:
                 delay = self.client.retry_policy.delay(retry)
-                if self.clock() + delay >= held.valid_until:
-                    self._lost(held, f"service unreachable until the lease ran out ({exc.detail})")
+                if self._fatal is not None or self.clock() + delay >= held.valid_until:
+                    why = _naming(self.client.url, exc.detail)
+                    self._lost(held, f"service unreachable until the lease ran out ({why})")
                     return False
                 await asyncio.sleep(delay)
                 retry += 1
@@ -596,6 +731,11 @@ class Worker:
         self.stats.lost += 1
         self.metrics.lost()
         log.warning("lead %d: %s; nothing sent", held.lease.lead.id, why)
+
+
+def _naming(url: str, detail: str) -> str:
+    """A failure's detail, with the service's URL unless it names it already."""
+    return detail if url in detail else f"{url}: {detail}"
 
 
 def run_worker(

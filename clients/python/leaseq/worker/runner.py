@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,17 +28,30 @@ from leaseq.worker.command import Command
 from leaseq.worker.handlers import load_handler
 from leaseq.worker.job import Handler
 from leaseq.worker.loop import (
+    DEFAULT_GIVE_UP_S,
     DEFAULT_GRACE_S,
-    DEFAULT_TTL_S,
     DEFAULT_WAIT_S,
+    MAX_SECONDS,
     RETRY_BASE_S,
     Worker,
     WorkerStats,
+    check_seconds,
     default_retry_delay,
 )
 
 log = logging.getLogger("leaseq.worker")
 PROGRESS_REFRESH_PER_S = 4
+CHATTY_LOGGERS = ("httpx", "httpcore")
+# Worker's options by the flag of ``leaseq worker`` that sets each.
+FLAGS = {
+    "ttl_s": "--ttl",
+    "wait_s": "--wait",
+    "max_runtime_s": "--max-runtime",
+    "grace_s": "--grace",
+    "kill_grace_s": "--kill-grace",
+    "give_up_s": "--give-up-after",
+    "concurrency": "--concurrency",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +65,13 @@ class Options:
     token: str | None = None
     owner: str | None = None
     concurrency: int = 1
-    ttl_s: float = DEFAULT_TTL_S
+    ttl_s: float | None = None  # the service's default
     wait_s: float = DEFAULT_WAIT_S
     max_runtime_s: float | None = None
     grace_s: float = DEFAULT_GRACE_S
+    kill_grace_s: float | None = None  # 2 s, less for a short ttl
     retry_delay_s: float = RETRY_BASE_S
+    give_up_s: float = DEFAULT_GIVE_UP_S
     forever: bool = False
     quiet: bool = False
 
@@ -65,6 +81,9 @@ def handler_of(options: Options) -> Handler:
     if bool(options.command) == (options.handler is not None):
         raise ValueError("give a command after -- or --handler MODULE:FUNCTION (one of them)")
     if options.handler is None:
+        program = options.command[0]
+        if shutil.which(program) is None:
+            raise ValueError(f"cannot run {program}: not found, or not executable")
         return Command(options.command)
     try:
         return load_handler(options.handler)
@@ -77,13 +96,15 @@ def _logging(quiet: bool, console: Console) -> None:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        for chatty in CHATTY_LOGGERS:  # a line per HTTP request would drown the worker's own
+            logging.getLogger(chatty).setLevel(logging.WARNING)
     else:
         handler = RichHandler(console=console, show_path=False, markup=False)
         logging.basicConfig(level=logging.WARNING, format="%(message)s", handlers=[handler])
 
 
 def progress(session: str, stats: WorkerStats) -> Text:
-    """The progress line: what the worker did so far."""
+    """The progress line: what the worker did so far; the rate counts busy time only."""
     s = stats
     return Text(
         f"{session}: leased {s.leased} · done {s.done + s.cached} · failed {s.failed} · "
@@ -92,8 +113,20 @@ def progress(session: str, stats: WorkerStats) -> Text:
 
 
 def build(options: Options) -> Worker:
-    """The worker ``options`` describe, with a client of its own. Raises ValueError."""
+    """The worker ``options`` describe, with a client of its own. Raises ValueError.
+
+    Every option is checked before anything is sent: nothing is leased for a bad one.
+    """
+    check_seconds("--retry-delay", options.retry_delay_s, low=0, high=MAX_SECONDS)
     handle = handler_of(options)
+    try:
+        return _worker(options, handle)
+    except ValueError as exc:  # named as the flag the person typed
+        name, _, rest = str(exc).partition(" ")
+        raise ValueError(f"{FLAGS.get(name, name)} {rest}") from None
+
+
+def _worker(options: Options, handle: Handler) -> Worker:
     return Worker(
         AsyncClient(options.url, token=options.token),
         options.session,
@@ -104,7 +137,9 @@ def build(options: Options) -> Worker:
         wait_s=options.wait_s,
         max_runtime_s=options.max_runtime_s,
         grace_s=options.grace_s,
+        kill_grace_s=options.kill_grace_s,
         forever=options.forever,
+        give_up_s=options.give_up_s,
         retry_delay=functools.partial(default_retry_delay, base_s=options.retry_delay_s),
     )
 
@@ -132,16 +167,26 @@ def run(worker: Worker, options: Options, console: Console) -> WorkerStats:
         asyncio.run(work())
     else:
         line = functools.partial(progress, options.session, worker.stats)
-        with Live(get_renderable=line, console=console, refresh_per_second=PROGRESS_REFRESH_PER_S):
-            asyncio.run(work())
+        live = Live(
+            get_renderable=line,
+            console=console,
+            refresh_per_second=PROGRESS_REFRESH_PER_S,
+            transient=True,  # erased at the end: the last state is printed as a line of its own
+        )
+        try:
+            with live:
+                asyncio.run(work())
+        finally:
+            console.print(line())  # ends with a newline: an error after it starts a line
     s = worker.stats
     log.info(
-        "finished: leased %d, done %d, cached %d, failed %d, released %d, lost %d",
+        "finished: leased %d, done %d, cached %d, failed %d, released %d, lost %d, abandoned %d",
         s.leased,
         s.done,
         s.cached,
         s.failed,
         s.released,
         s.lost,
+        s.abandoned,
     )
     return s

@@ -1,0 +1,112 @@
+"""An HTTP/1.1 proxy in front of ``leaseq serve`` that loses answers on purpose.
+
+Each request goes to the service and its whole answer comes back to the
+proxy; then ``drop`` decides: relayed, or the client's connection is closed
+without a byte of it, so the request took effect and the client never
+heard. That is the lost answer a client's retry must not turn into a second
+effect. Only what leaseq's API answers is understood: messages with a
+Content-Length (no chunked bodies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request and the answer the service gave it."""
+
+    method: str
+    path: str
+    request: bytes
+    status: int
+    answer: bytes
+
+
+Drop = Callable[[Exchange], bool]
+
+
+async def _message(reader: asyncio.StreamReader) -> tuple[bytes, bytes] | None:
+    """One HTTP message: its head and its body; None at the end of the connection."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+        assert name.strip().lower() != b"transfer-encoding", "chunked bodies are not relayed"
+    return head, await reader.readexactly(length)
+
+
+class LossyProxy:
+    """Listens on 127.0.0.1:``port``, forwards to ``target_port``; ``dropped``: what it lost."""
+
+    def __init__(self, target_port: int, drop: Drop) -> None:
+        self.target_port = target_port
+        self.drop = drop
+        self.port = 0
+        self.seen: list[Exchange] = []
+        self.dropped: list[Exchange] = []
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> LossyProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        try:
+            while (request := await _message(reader)) is not None:
+                up_writer.write(b"".join(request))
+                await up_writer.drain()
+                answer = await _message(up_reader)
+                if answer is None:
+                    return
+                method, path, _ = request[0].split(b" ", 2)
+                status = int(answer[0].split(b" ", 2)[1])
+                exchange = Exchange(method.decode(), path.decode(), request[1], status, answer[1])
+                self.seen.append(exchange)
+                if self.drop(exchange):
+                    self.dropped.append(exchange)
+                    return  # the connection closes, the answer unsent
+                writer.write(b"".join(answer))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for each in (writer, up_writer):
+                each.close()
+                with contextlib.suppress(ConnectionError):
+                    await each.wait_closed()
+
+
+class FirstOf:
+    """Drops the first answer each of ``rules`` picks out (a rule: Exchange → bool)."""
+
+    def __init__(self, **rules: Callable[[Exchange], bool]) -> None:
+        self.rules = dict(rules)
+        self.fired: set[str] = set()
+
+    def __call__(self, exchange: Exchange) -> bool:
+        for name, rule in self.rules.items():
+            if name not in self.fired and exchange.status < 300 and rule(exchange):
+                self.fired.add(name)
+                return True
+        return False
