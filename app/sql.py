@@ -195,13 +195,13 @@ def completed_already(*, lean: bool = False) -> str:
     completion that committed while that one waited on the row. ``item`` is
     the caller's position of each item; ``lean`` returns only it.
     """
-    columns = "r.item" if lean else f"{_qualified(LEAD_COLUMNS)}, r.item"
+    columns = "req.item" if lean else f"{_qualified(LEAD_COLUMNS)}, req.item"
     return f"""
 SELECT {columns}
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
-    AS r(lead_id, token, status, item)
-JOIN leads AS l ON l.id = r.lead_id AND l.lease_token = r.token AND l.status = r.status
-WHERE l.status IN {TERMINAL}
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN {TERMINAL}
 """
 
 
@@ -239,7 +239,7 @@ released AS (
     RETURNING l.*
 ){_ledger("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
-       (SELECT pg_notify('{NOTIFY_CHANNEL}', session) WHERE status = 'queued') AS notified
+       CASE status WHEN 'queued' THEN pg_notify('{NOTIFY_CHANNEL}', session) END AS notified
 FROM released
 """
 
@@ -354,9 +354,8 @@ def valid_leases() -> str:
     """Those of the given leases (lead id and token) that are still valid, in leasing order."""
     return f"""
 SELECT {_qualified(LEAD_COLUMNS)}, l.lease_token
-FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS r(lead_id, token)
-JOIN leads AS l ON l.id = r.lead_id AND l.lease_token = r.token
-WHERE l.status = 'leased' AND l.lease_expires_at > {NOW}
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND {_VALID_LEASE}
 ORDER BY l.priority DESC, l.id
 """
 

@@ -166,9 +166,14 @@ async def test_api_flows_through_pgbouncer(pgbouncer: PgBouncer, database_url: s
     before = pgbouncer.transactions(dbname(database_url))
     async with serving(pooled_settings(pgbouncer, database_url)) as client:
         [first, second, third] = await push(client, "s", 3)
-        leased = (await client.post("/lease", json={"session": "s", "owner": "w", "max": 3})).json()
+        # With an Idempotency-Key: a transaction of several statements through the pooler.
+        once = {"Idempotency-Key": "through-the-pooler"}
+        body = {"session": "s", "owner": "w", "max": 3}
+        leased = (await client.post("/lease", json=body, headers=once)).json()
         tokens = {lease["lead"]["id"]: lease["token"] for lease in leased["leases"]}
         assert sorted(tokens) == [first, second, third]
+        again = (await client.post("/lease", json=body, headers=once)).json()
+        assert {lease["lead"]["id"]: lease["token"] for lease in again["leases"]} == tokens
 
         renewed = await client.post(
             "/renew", json={"lead_id": first, "token": tokens[first], "ttl_s": 60}
@@ -176,8 +181,11 @@ async def test_api_flows_through_pgbouncer(pgbouncer: PgBouncer, database_url: s
         assert renewed.status_code == 200
         done = await client.post("/complete", json={"lead_id": first, "token": tokens[first]})
         assert done.json()["lead"]["status"] == "done"
-        again = await client.post("/complete", json={"lead_id": first, "token": tokens[first]})
-        assert again.status_code == 409 and again.json()["code"] == "lease_lost"
+        retried = await client.post("/complete", json={"lead_id": first, "token": tokens[first]})
+        assert retried.status_code == 200 and retried.json() == done.json()
+        other = {"lead_id": first, "token": tokens[first], "status": "failed"}
+        refused = await client.post("/complete", json=other)
+        assert refused.status_code == 409 and refused.json()["code"] == "lease_lost"
         released = await client.post("/release", json={"lead_id": second, "token": tokens[second]})
         assert released.json()["lead"]["status"] == "queued"
 

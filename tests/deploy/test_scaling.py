@@ -46,9 +46,21 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "report owners": sql.owners,
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
-LEAD_SCOPED = ("renew_many", "complete_many", "release", "cancel", "retry", "get")
+LEAD_SCOPED = (
+    "renew_many",
+    "complete_many",
+    "completed_already",
+    "release",
+    "cancel",
+    "retry",
+    "get",
+    "valid_leases",
+)
+# The idempotency keys of a push or lease: in the transaction of that request, so on its
+# session's shard (a key's request always names the same session).
+WITH_THE_REQUEST = ("claim_key", "remember_answer", "remembered")
 # Across sessions by design: recovery, maintenance and the operator's totals.
-CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune")
+CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune", "prune_keys")
 # The dashboard's overview: cold reads across sessions, once per poll.
 OVERVIEW = ("oldest_queued", "per_minute", "expiring", "failures")
 NO_TABLE = ("db_now", "autovacuum", "schema_revision")
@@ -88,10 +100,11 @@ def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
-    cross = {"stats_all", "prune", *OVERVIEW}
-    assert statement_names() == session_scoped | set(LEAD_SCOPED) | cross | set(NO_TABLE)
+    cross = {"stats_all", "prune", "prune_keys", *OVERVIEW}
+    keys = set(WITH_THE_REQUEST)
+    assert statement_names() == session_scoped | set(LEAD_SCOPED) | keys | cross | set(NO_TABLE)
     written = (ROOT / "docs" / "scaling.md").read_text()
-    for name in [*session_scoped, *LEAD_SCOPED, *cross]:
+    for name in [*session_scoped, *LEAD_SCOPED, *keys, *cross]:
         assert f"`{name}`" in written, f"docs/scaling.md does not mention `{name}`"
 
 

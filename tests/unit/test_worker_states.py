@@ -422,6 +422,21 @@ async def test_an_unreachable_service_ends_the_run_after_give_up_s(service: Fake
     assert 5 <= service.paths().count("/lease") <= 8
 
 
+async def test_giving_up_on_the_service_stops_the_leads_in_flight_at_once(
+    service: FakeService,
+) -> None:
+    """A 300 s lease in flight does not keep a worker that gave up waiting 300 s more."""
+    service.push({})
+    work, handler, run = await started(service, concurrency=2, give_up_s=5, ttl_s=300)
+    service.down.update({"/lease", "/release"})
+    service.takes_s["/lease"] = 1.0
+    with pytest.raises(Unavailable, match="gave up"):
+        await asyncio.wait_for(run, 10)
+    assert handler.reasons == [StopReason.SHUTDOWN]
+    assert (work.stats.lost, work.stats.released) == (1, 0)
+    assert service.paths().count("/release") == QUICK.attempts  # one call, not until the end
+
+
 async def test_an_answer_the_service_never_gives_is_given_up_when_the_lease_runs_out(
     service: FakeService,
 ) -> None:

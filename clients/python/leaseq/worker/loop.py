@@ -275,6 +275,13 @@ class Worker:
         self._stopping_at = -math.inf
         self._interrupt_all(StopReason.SHUTDOWN)
 
+    def _end(self, error: BaseException) -> None:
+        """End the run with ``error``: no grace, and no retries of what is still sent."""
+        self._fatal = error
+        self._stopping_at = -math.inf
+        self._stop_event.set()
+        self._interrupt_all(StopReason.SHUTDOWN)
+
     def _interrupt_all(self, reason: StopReason) -> None:
         for held in list(self._held.values()):
             held.interrupt(reason)
@@ -343,10 +350,13 @@ class Worker:
                 delay = self.client.retry_policy.delay(failures)
                 failing = self.clock() - failing_since
                 if self.give_up_s is not None and failing + delay >= self.give_up_s:
-                    raise Unavailable(
-                        f"gave up after {failing:.1f}s without reaching the service "
-                        f"({why}); --forever keeps trying"
-                    ) from exc
+                    self._end(
+                        Unavailable(
+                            f"gave up after {failing:.1f}s without reaching the service "
+                            f"({why}); --forever keeps trying"
+                        )
+                    )
+                    return
                 log.warning("lease failed (%s); again in %.1fs", why, delay)
                 await self._sleep(delay)
                 continue
@@ -627,6 +637,7 @@ class Worker:
         lead_id = lease.lead.id
         if ended.outcome is Outcome.ABANDONED:
             self.stats.abandoned += 1
+            self.metrics.abandoned()
             return
         if ended.outcome is Outcome.LOST:
             self._lost(held, held.reason or StopReason.LOST)
@@ -716,7 +727,8 @@ class Worker:
                 return False
             except Unavailable as exc:
                 delay = self.client.retry_policy.delay(retry)
-                if self._fatal is not None or self.clock() + delay >= held.valid_until:
+                unreachable = isinstance(self._fatal, Unavailable)  # the run gave up on it
+                if unreachable or self.clock() + delay >= held.valid_until:
                     why = _naming(self.client.url, exc.detail)
                     self._lost(held, f"service unreachable until the lease ran out ({why})")
                     return False

@@ -37,6 +37,9 @@ class Metrics:
     def released(self, reason: ReleaseReason) -> None:
         """A lead was given back."""
 
+    def abandoned(self) -> None:
+        """A handler did not stop when told; its lease was left to expire."""
+
     def handled(self, seconds: float) -> None:
         """A handler ran for ``seconds`` (from the lease to its end)."""
 
@@ -79,6 +82,11 @@ class _Prometheus(Metrics):
             ["reason"],
             registry=self.registry,
         )
+        self._abandoned = Counter(
+            "leaseq_worker_abandoned",
+            "Handlers that did not stop when told: their leases were left to expire, not released.",
+            registry=self.registry,
+        )
         self._handled = Histogram(
             "leaseq_worker_handler_duration_seconds",
             "Time from lease to the handler's end, per lead.",
@@ -104,6 +112,9 @@ class _Prometheus(Metrics):
 
     def released(self, reason: ReleaseReason) -> None:
         self._released.labels(reason).inc()
+
+    def abandoned(self) -> None:
+        self._abandoned.inc()
 
     def handled(self, seconds: float) -> None:
         self._handled.observe(seconds)
