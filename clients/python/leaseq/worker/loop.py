@@ -482,13 +482,15 @@ class Worker:
         try:
             async with asyncio.timeout(timeout):
                 answers = await self.client.renew_many(items, policy=NO_RETRY, timeout_s=timeout)
-        except (TimeoutError, LeaseqError) as exc:
+        except Exception as exc:  # whatever it was, the heartbeat goes on: retry soon
             now = self.clock()
             for h in batch:
                 h.renew_failed(now)
-            return (
-                first_line(exc) if isinstance(exc, LeaseqError) else f"no answer in {timeout:.2f}s"
-            )
+            if isinstance(exc, TimeoutError):
+                return f"no answer in {timeout:.2f}s"
+            if not isinstance(exc, LeaseqError):
+                log.exception("renewal failed unexpectedly")
+            return first_line(exc)
         for h, answer in zip(batch, answers, strict=True):
             if answer.ok:
                 h.renewed(sent, answer.ttl_s or h.ttl_s)
