@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         default="", description="Comma-separated bearer tokens; empty means no auth."
     )
+    allowed_hosts: str = Field(
+        default="",
+        description=(
+            "Comma-separated Host names served without API tokens besides loopback ones "
+            "(DNS rebinding); `*` serves any. Ignored when API tokens are set."
+        ),
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     workers: int = Field(default=1, ge=1)
@@ -116,6 +123,11 @@ class Settings(BaseSettings):
         if self.listen_database_url is not None:
             return self.listen_database_url
         return None if self.database_pooled else self.database_url
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        """The configured Host names (lower case), blanks dropped."""
+        return [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
 
     @property
     def token_list(self) -> list[str]:

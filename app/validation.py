@@ -16,6 +16,7 @@ from leaseq.limits import (
     INT64_MAX,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
+    MAX_JSON_DEPTH,
     MAX_LEASE_BATCH,
     MAX_OWNER_CHARS,
     MAX_PUSH_BATCH,
@@ -68,11 +69,24 @@ def lead_id(value: Any, field: str = "lead_id") -> int:
     return integer(field, value, low=1, high=INT64_MAX)
 
 
+# A surrogate code point in a Python str is always unpaired (a JSON parser joins a pair into
+# one character): UTF-8, and so PostgreSQL, cannot hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(value: str) -> bool:
+    """Text PostgreSQL can store: no NUL character, no lone surrogate."""
+    return "\x00" not in value and (value.isascii() or _SURROGATE.search(value) is None)
+
+
 def text(field: str, value: Any, *, max_chars: int, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or "\x00" in value:
-        raise InvalidInput(field, f"must be a string of 1 to {max_chars} characters without NUL")
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not _storable(value):
+        raise InvalidInput(
+            field,
+            f"must be a string of 1 to {max_chars} characters without NUL or lone surrogates",
+        )
     return value
 
 
@@ -94,14 +108,45 @@ def final_status(value: Any) -> str:
     return str(value)
 
 
+def json_shape(field: str, value: Any) -> None:
+    """Refuse what jsonb or the answer built from it could not hold, before anything is written.
+
+    Nesting deeper than MAX_JSON_DEPTH (answers are serialised recursively), a
+    NUL character or a lone surrogate in any string or key (jsonb refuses
+    both), a key that is not a string. Iterative, so any depth is refused
+    without recursion.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, str):
+            if not _storable(node):
+                raise InvalidInput(field, "must not contain NUL characters or lone surrogates")
+            continue
+        if not isinstance(node, dict | list):
+            continue
+        if level > MAX_JSON_DEPTH:
+            raise InvalidInput(
+                field, f"must not nest arrays and objects deeper than {MAX_JSON_DEPTH}"
+            )
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise InvalidInput(field, "must have strings as object keys")
+                stack.append((key, level))
+                stack.append((item, level + 1))
+        else:
+            stack.extend((item, level + 1) for item in node)
+
+
 def json_text(field: str, value: Any, *, max_bytes: int | None = None) -> str:
-    """The value as JSON text PostgreSQL's jsonb accepts (no NaN, no NUL), of at most max_bytes."""
+    """The value as JSON text jsonb accepts and gives back equal (see ``json_shape``; no NaN
+    or infinity), of at most max_bytes."""
+    json_shape(field, value)
     try:
         encoded = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"must be JSON ({exc})") from None
-    if "\\u0000" in encoded:
-        raise InvalidInput(field, "must not contain the NUL character")
     # ensure_ascii (the default) escapes every non-ASCII character: one character, one byte.
     if max_bytes is not None and len(encoded) > max_bytes:
         raise InvalidInput(

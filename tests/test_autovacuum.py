@@ -87,7 +87,9 @@ async def test_the_dashboard_data_and_metrics_say_what_the_server_says(
     database_url: str,
 ) -> None:
     enabled = autovacuum_on(database_url)
-    settings = Settings(database_url=database_url, api_tokens="", sweep_interval_s=3600)
+    settings = Settings(
+        database_url=database_url, api_tokens="", allowed_hosts="leaseq.test", sweep_interval_s=3600
+    )
     async with serving(settings) as client:
         found = (await client.get("/dashboard/data")).json()
         scraped = (await client.get("/metrics")).text

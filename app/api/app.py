@@ -10,9 +10,10 @@ they work offline and name no other host. With tokens on, they and their
 assets need a token like everything else.
 
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
-configured) → body limit → FastAPI. The lifespan starts a ``Runtime`` (pool,
-queue, LISTEN fan-out, and the maintenance services: boot recovery, sweeper,
-pruner) and stops it on shutdown; see ``app.api.runtime`` for how SIGTERM
+configured) or the Host check (when not) → body limit → JSON bodies only →
+FastAPI. The lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and
+the maintenance services: boot recovery, sweeper, pruner) and stops it on
+shutdown; see ``app.api.runtime`` for how SIGTERM
 ends long polls at once.
 """
 
@@ -28,7 +29,8 @@ from fastapi_offline import FastAPIOffline
 from app import __version__
 from app.api import problems, routes
 from app.api.auth import BearerAuth
-from app.api.middleware import BodyLimit, RequestMetrics
+from app.api.hosts import AllowedHosts
+from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
 from app.api.runtime import Runtime
 from app.config import Settings
 
@@ -73,8 +75,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     guarded = [Security(bearer)] if tokens else []
     app.include_router(routes.router, dependencies=guarded)
     app.include_router(routes.probes)
+    app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:
         app.add_middleware(BearerAuth, tokens=tokens)
+    else:
+        app.add_middleware(AllowedHosts, allowed=settings.allowed_host_list)
     app.add_middleware(RequestMetrics)
     return app

@@ -1,4 +1,4 @@
-"""Pure ASGI middlewares: the request body limit and request latency metrics."""
+"""Pure ASGI middlewares: JSON bodies only, the request body limit and request latency metrics."""
 
 from __future__ import annotations
 
@@ -8,6 +8,37 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import metrics
 from app.api.problems import problem
+
+_BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
+
+
+class JsonBodies:
+    """Refuse a request body that is not ``application/json`` with 415, before it is read.
+
+    A POST, PUT or PATCH naming another content type, or carrying a body with
+    none, is refused; one with neither (the bodiless cancel and retry) passes.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        content_type = _header(scope, b"content-type")
+        if content_type is None:
+            length = _content_length(scope)
+            has_body = bool(length) or _header(scope, b"transfer-encoding") is not None
+            acceptable = not has_body
+        else:
+            media = content_type.partition(b";")[0].strip().lower()
+            acceptable = media == b"application/json"
+        if acceptable:
+            await self.app(scope, receive, send)
+            return
+        detail = "the body must be JSON, sent with Content-Type: application/json"
+        await problem(415, "unsupported_media_type", detail)(scope, receive, send)
 
 
 class _BodyTooLarge(Exception):
@@ -72,14 +103,19 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-def _content_length(scope: Scope) -> int | None:
+def _header(scope: Scope, wanted: bytes) -> bytes | None:
     for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+        if name == wanted:
+            return bytes(value)
     return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -36,6 +36,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
     "payload_too_large": 413,
+    "unsupported_media_type": 415,
     "unavailable": 503,
 }
 CODE_BY_STATUS: dict[int, str] = {

@@ -63,6 +63,8 @@ SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The sess
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
 
 router = APIRouter()
+# What any route that reads a JSON body may answer besides its own refusals.
+BODY_PROBLEMS = ("unsupported_media_type", "validation_error", "payload_too_large", "unavailable")
 probes = APIRouter(tags=["probes"])
 
 # The shell may not be framed (clickjacking of its cancel and retry buttons).
@@ -111,7 +113,7 @@ def counting_lost(operation: str) -> Iterator[None]:
     "/sessions/{session}/leads",
     status_code=201,
     tags=["producers"],
-    responses=responses("validation_error", "payload_too_large", "conflict", "unavailable"),
+    responses=responses("conflict", *BODY_PROBLEMS),
 )
 async def push(
     session: SessionPath, body: PushIn, queue: QueueDep, idempotency_key: IdempotencyKey = None
@@ -133,7 +135,7 @@ async def push(
 @router.post(
     "/lease",
     tags=["workers"],
-    responses=responses("validation_error", "payload_too_large", "unavailable"),
+    responses=responses(*BODY_PROBLEMS),
 )
 async def lease(
     body: LeaseIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
@@ -163,7 +165,7 @@ async def lease(
 @router.post(
     "/renew",
     tags=["workers"],
-    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
+    responses=responses("lease_lost", *BODY_PROBLEMS),
 )
 async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     """Extend a valid lease to now + `ttl_s` on the database clock (`LEASEQ_LEASE_TTL_S` when
@@ -178,7 +180,7 @@ async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     "/renew/batch",
     tags=["workers"],
     response_model_exclude_none=True,
-    responses=responses("validation_error", "payload_too_large", "unavailable"),
+    responses=responses(*BODY_PROBLEMS),
 )
 async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
     """Renew up to 100 leases; one result per item, in the order given."""
@@ -193,7 +195,7 @@ async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
 @router.post(
     "/complete",
     tags=["workers"],
-    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
+    responses=responses("lease_lost", *BODY_PROBLEMS),
 )
 async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
     """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise.
@@ -211,7 +213,7 @@ async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
     "/complete/batch",
     tags=["workers"],
     response_model_exclude_none=True,
-    responses=responses("validation_error", "payload_too_large", "unavailable"),
+    responses=responses(*BODY_PROBLEMS),
 )
 async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
     """Complete up to 100 leases; one result per item, in the order given. An item its
@@ -232,7 +234,7 @@ async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
 @router.post(
     "/release",
     tags=["workers"],
-    responses=responses("lease_lost", "validation_error", "payload_too_large", "unavailable"),
+    responses=responses("lease_lost", *BODY_PROBLEMS),
 )
 async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`. On its last
@@ -252,7 +254,7 @@ async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
 @router.post(
     "/sweep",
     tags=["operators"],
-    responses=responses("validation_error", "payload_too_large", "unavailable"),
+    responses=responses(*BODY_PROBLEMS),
 )
 async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
     """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);

@@ -90,6 +90,16 @@ def serve(
         rich_help_panel=SERVICE,
         help="A bearer token the service accepts; repeat for several.",
     ),
+    allowed_hosts: str | None = typer.Option(
+        None,
+        envvar="LEASEQ_ALLOWED_HOSTS",
+        metavar="NAMES",
+        rich_help_panel=SERVICE,
+        help=(
+            "Comma-separated Host names served without tokens besides loopback ones "
+            "(DNS rebinding guard); * serves any."
+        ),
+    ),
     sweep_interval: float | None = typer.Option(
         None,
         envvar="LEASEQ_SWEEP_INTERVAL_S",
@@ -155,6 +165,7 @@ def serve(
         "data_dir": data_dir,
         "lease_ttl_s": lease_ttl,
         "api_tokens": ",".join(tokens) if api_tokens is not None or token else None,
+        "allowed_hosts": allowed_hosts,
         "sweep_interval_s": sweep_interval,
         "ledger": ledger,
     }

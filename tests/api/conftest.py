@@ -88,6 +88,7 @@ def api_settings(database_url: str) -> Settings:
     return Settings(
         **database_settings(database_url),
         api_tokens="",
+        allowed_hosts="leaseq.test",  # BASE_URL's name; loopback names need no listing
         pool_size=10,
         statement_timeout_ms=30_000,
         sweep_interval_s=3600,  # tests sweep by hand

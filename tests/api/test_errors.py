@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +18,17 @@ PUSH = "/sessions/s/leads"
 ONE = {"payload": {}}
 GARBAGE = "a leased lead with a garbage token"  # stands for that body; filled in per test
 V = (422, "validation_error")
+U = (415, "unsupported_media_type")
+JSON = {"content-type": "application/json"}
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object nesting ``depth`` levels of objects and arrays (itself the first)."""
+    value: Any = 1
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"a": value}
+    return {"a": value}
+
 
 # name: (method, path, JSON body / raw bytes / None, (status, code))
 BAD_INPUT: dict[str, tuple[str, str, Any, tuple[int, str]]] = {
@@ -79,6 +91,28 @@ BAD_INPUT: dict[str, tuple[str, str, Any, tuple[int, str]]] = {
     "payload missing": ("POST", PUSH, {"leads": [{"priority": 1}]}, V),
     "payload with NUL": ("POST", PUSH, {"leads": [{"payload": {"a": "\x00"}}]}, V),
     "owner with NUL": ("POST", "/lease", {"session": "s", "owner": "w\x00"}, V),
+    # what jsonb or the answer could not hold: refused before anything is written
+    "payload nested 300 deep": ("POST", PUSH, {"leads": [{"payload": nested(300)}]}, V),
+    "payload nested 65 deep": ("POST", PUSH, {"leads": [{"payload": nested(65)}]}, V),
+    "lone surrogate in a payload": ("POST", PUSH, {"leads": [{"payload": {"a": "\ud800"}}]}, V),
+    "lone surrogate in a key": ("POST", PUSH, {"leads": [{"payload": {"\udc00": 1}}]}, V),
+    "lone surrogate in a dedupe key": ("POST", PUSH, {"leads": [ONE | {"key": "\ud800"}]}, V),
+    "lone surrogate in an owner": ("POST", "/lease", {"session": "s", "owner": "\ud800"}, V),
+    "result nested 300 deep": ("POST", "/complete", ITEM | {"result": nested(300)}, V),
+    "lone surrogate in a result": ("POST", "/complete", ITEM | {"result": ["\udfff"]}, V),
+    "NUL in a result": ("POST", "/complete", ITEM | {"result": {"a": "\x00"}}, V),
+    "lone surrogate in an error": ("POST", "/complete", ITEM | {"error": "\ud800"}, V),
+    "lone surrogate in a batch result": (
+        "POST",
+        "/complete/batch",
+        {"items": [ITEM | {"result": "\ud800"}]},
+        V,
+    ),
+    "lone surrogate in a release error": ("POST", "/release", ITEM | {"error": "\ud800"}, V),
+    # not JSON at all
+    "a text/plain body": ("POST", "/lease", ("text/plain", b'{"session": "s"}'), U),
+    "a form body": ("POST", PUSH, ("application/x-www-form-urlencoded", b"leads=1"), U),
+    "a body without a content type": ("POST", "/complete", (None, b'{"lead_id": 1}'), U),
     # batch sizes
     "too many leads": ("POST", PUSH, {"leads": [ONE] * 1001}, V),
     "no leads": ("POST", PUSH, {"leads": []}, V),
@@ -111,12 +145,18 @@ async def seeded(client: httpx.AsyncClient) -> AsyncIterator[tuple[httpx.AsyncCl
 
 
 async def send(client: httpx.AsyncClient, method: str, path: str, body: Any) -> httpx.Response:
+    if isinstance(body, tuple):  # (content type or None, raw bytes)
+        content_type, raw = body
+        headers = {} if content_type is None else {"content-type": content_type}
+        return await client.request(method, path, content=raw, headers=headers)
     if isinstance(body, bytes):
         headers = {"content-type": "application/json"}
         return await client.request(method, path, content=body, headers=headers)
     if body is None:
         return await client.request(method, path)
-    return await client.request(method, path, json=body)
+    # Escaped as ASCII, so a lone surrogate travels as the JSON text \ud800 does.
+    raw = json.dumps(body).encode()
+    return await client.request(method, path, content=raw, headers=JSON)
 
 
 async def test_bad_input_is_refused_and_changes_nothing(
@@ -151,9 +191,26 @@ async def test_validation_problems_name_the_field(client: httpx.AsyncClient) -> 
 
 async def test_a_body_without_a_json_content_type_is_refused(client: httpx.AsyncClient) -> None:
     response = await client.post(
-        "/lease", content=b'{"session": "s", "owner": "w"}', headers={"content-type": "text/plain"}
+        "/sessions/s/leads",
+        content=b'{"leads": [{"payload": {}}]}',
+        headers={"content-type": "text/plain"},
     )
-    shapes.problem(response, 422, "validation_error")
+    problem = shapes.problem(response, 415, "unsupported_media_type")
+    assert "application/json" in problem["detail"]
+    assert (await client.get("/sessions/s/stats")).json()["queued"] == 0
+    with_charset = {"content-type": "Application/JSON; charset=utf-8"}
+    pushed = await client.post(
+        "/sessions/s/leads", content=b'{"leads": [{"payload": {}}]}', headers=with_charset
+    )
+    assert pushed.status_code == 201
+
+
+async def test_bodiless_cancel_and_retry_need_no_content_type(client: httpx.AsyncClient) -> None:
+    [lead_id] = (await client.post("/sessions/s/leads", json={"leads": [ONE]})).json()["ids"]
+    cancelled = await client.post(f"/leads/{lead_id}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "failed"
+    retried = await client.post(f"/leads/{lead_id}/retry")
+    assert retried.status_code == 200 and retried.json()["status"] == "queued"
 
 
 # -- oversized bodies ----------------------------------------------------------------

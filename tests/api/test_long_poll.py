@@ -37,7 +37,7 @@ async def test_a_waiting_lease_returns_soon_after_a_push(serve: Serve) -> None:
         await waiters(client, 1)
         # Another client of the same app, as another worker would be.
         transport = httpx.ASGITransport(app=client.app)  # type: ignore[attr-defined]
-        async with httpx.AsyncClient(transport=transport, base_url="http://other") as other:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as other:
             pushed_at = time.monotonic()
             await push(other, "s")
         response = await asyncio.wait_for(waiting, timeout=5)

@@ -79,6 +79,7 @@ async def test_an_unreachable_database_answers_503_quickly() -> None:
     settings = Settings(
         database_url="postgresql://postgres@127.0.0.1:1/nowhere",
         api_tokens="",
+        allowed_hosts="leaseq.test",
         connect_timeout_s=1,
         pool_timeout_s=1,
     )

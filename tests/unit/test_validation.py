@@ -17,6 +17,7 @@ from leaseq.errors import InvalidInput
 from leaseq.limits import (
     MAX_ERROR_CHARS,
     MAX_ITEM_BATCH,
+    MAX_JSON_DEPTH,
     MAX_LEASE_BATCH,
     MAX_OWNER_CHARS,
     MAX_PUSH_BATCH,
@@ -125,3 +126,37 @@ def test_push_complete_and_sweep_bodies_hold_their_limits() -> None:
     for bad in ({}, {"session": "s", "all": True}):
         with pytest.raises(ValidationError):
             SweepIn.model_validate(bad)
+
+
+def test_the_text_backslash_u0000_is_not_a_nul() -> None:
+    assert validation.json_text("p", {"a": "\\u0000"}) == '{"a":"\\\\u0000"}'
+    validation.text("error", "\\u0000", max_chars=10)
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\udfffb", "\ud83d\ude00"])
+def test_a_lone_surrogate_is_refused_in_text_and_json(bad: str) -> None:
+    for value in ({"s": bad}, {bad: 1}, [bad], bad):
+        with pytest.raises(InvalidInput, match="lone surrogates"):
+            validation.json_text("result", value)
+    with pytest.raises(InvalidInput, match="lone surrogates"):
+        validation.text("error", bad, max_chars=10)
+    assert validation.json_text("r", "😀") == '"\\ud83d\\ude00"'  # a pair, joined, is fine
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_json_nests_at_most_max_json_depth_levels() -> None:
+    validation.json_text("result", _nested(MAX_JSON_DEPTH))
+    for depth in (MAX_JSON_DEPTH + 1, 300, 100_000):
+        with pytest.raises(InvalidInput, match=f"deeper than {MAX_JSON_DEPTH}"):
+            validation.json_text("result", _nested(depth))
+
+
+def test_object_keys_are_strings() -> None:
+    with pytest.raises(InvalidInput, match="keys"):
+        validation.json_text("result", {1: "a"})

@@ -23,6 +23,9 @@ MAX_OWNER_CHARS = 200
 MAX_TOKEN_CHARS = 200
 MAX_ERROR_CHARS = 65_536  # a completion's error; the worker truncates to it
 MAX_ATTEMPTS = 10_000  # the largest max_attempts a lead may ask for
+# The deepest nesting of arrays and objects in a payload, result or checkpoint (the value
+# itself is level 1): deeper JSON is refused before anything is written.
+MAX_JSON_DEPTH = 64
 # An Idempotency-Key header (push, lease): visible ASCII, as a UUID or any opaque id.
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,255}$"
 
