@@ -11,7 +11,7 @@ import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from leaseq.limits import MAX_TTL_S
+from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_TTL_S
 
 DEFAULT_LEASE_TTL_S = 300.0
 DEFAULT_MAX_ATTEMPTS = 5
@@ -36,12 +36,13 @@ class Settings(BaseSettings):
         default=None,
         description="A direct connection for LISTEN when database_url goes through a pooler.",
     )
-    database_pooled: bool = Field(
-        default=False,
+    database_pooled: bool | None = Field(
+        default=None,
         description=(
             "database_url goes through a transaction-mode pooler (PgBouncer): no session state "
             "on it (no startup options, no LISTEN) and no prepared statements unless "
-            "database_prepared_statements says otherwise."
+            "database_prepared_statements says otherwise. Unset: pooled when "
+            "listen_database_url is set (a direct URL besides database_url means a pooler)."
         ),
     )
     database_prepared_statements: bool | None = Field(
@@ -74,7 +75,7 @@ class Settings(BaseSettings):
     pool_timeout_s: float = Field(default=5.0, gt=0)
     statement_timeout_ms: int = Field(default=10_000, ge=0)
     connect_timeout_s: int = Field(default=5, ge=1)
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
     max_waiters: int = Field(
         default=1000, ge=0, description="Long-poll lease requests held at once per process."
     )
@@ -109,11 +110,18 @@ class Settings(BaseSettings):
         return value or None
 
     @property
+    def pooled(self) -> bool:
+        """Whether ``database_url`` is taken to go through a transaction-mode pooler."""
+        if self.database_pooled is not None:
+            return self.database_pooled
+        return self.listen_database_url is not None
+
+    @property
     def prepared_statements(self) -> bool:
         """Whether psycopg may prepare statements on ``database_url``."""
         if self.database_prepared_statements is not None:
             return self.database_prepared_statements
-        return not self.database_pooled
+        return not self.pooled
 
     @property
     def listen_url(self) -> str | None:
@@ -122,7 +130,7 @@ class Settings(BaseSettings):
         ``poll_interval_s``."""
         if self.listen_database_url is not None:
             return self.listen_database_url
-        return None if self.database_pooled else self.database_url
+        return None if self.pooled else self.database_url
 
     @property
     def allowed_host_list(self) -> list[str]:

@@ -21,7 +21,14 @@ Connections carry ``connect_timeout`` and, unless they go through a pooler
 (``pooled``: PgBouncer in transaction mode refuses startup options), a
 ``statement_timeout``; psycopg prepares no statement unless prepared
 statements are allowed (a transaction pooler hands each transaction to any
-server connection, where a named statement may not exist).
+server connection, where a named statement may not exist). A pooler that
+refuses the startup options gets connections without them (and no prepared
+statements), with one warning. When a pooler
+nobody told us of shows itself by such an error (``DuplicatePreparedStatement``,
+``InvalidSqlStatementName``), prepared statements are turned off for the whole
+pool, one warning is logged, and the statement is run once more: the failed
+one never ran (a statement outside a transaction is retried alone; a
+transaction, rolled back by then, is retried whole).
 
 Knows nothing of HTTP and nothing of the queue.
 """
@@ -29,6 +36,7 @@ Knows nothing of HTTP and nothing of the queue.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -36,13 +44,16 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from leaseq.errors import Unavailable
+from leaseq.errors import Unavailable, first_line
 
 if TYPE_CHECKING:
     from app.config import Settings
+
+log = logging.getLogger("leaseq.pg")
 
 T = TypeVar("T")
 Row = DictRow
@@ -108,6 +119,8 @@ class Database:
         if not prepared_statements:
             kwargs["prepare_threshold"] = None
         self.size = pool_size
+        self.prepared_statements = prepared_statements
+        self._connect_kwargs = kwargs  # the pool's own: what new connections are made with
         self._checked_out = 0
         self._on_checkout = on_checkout
         self._in_flight: set[asyncio.Future[Any]] = set()
@@ -152,7 +165,7 @@ class Database:
             pool_timeout_s=settings.pool_timeout_s,
             connect_timeout_s=settings.connect_timeout_s,
             statement_timeout_ms=settings.statement_timeout_ms,
-            pooled=settings.database_pooled,
+            pooled=settings.pooled,
             prepared_statements=settings.prepared_statements,
             on_checkout=on_checkout,
         )
@@ -213,7 +226,14 @@ class Database:
         conn = await self._checkout()
         self._count(1)
         try:
-            return await work(conn)
+            if not self.prepared_statements:
+                conn.prepare_threshold = None
+            try:
+                return await work(conn)
+            except _PREPARED_LOST as exc:  # in a transaction, rolled back whole: run it again
+                self.prepared_statements_failed(exc)
+                conn.prepare_threshold = None
+                return await work(conn)
         except psycopg.Error as exc:
             if conn.broken or conn.closed or isinstance(exc, _LOST):
                 raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
@@ -256,6 +276,33 @@ class Database:
             raise Unavailable(f"database unavailable: {why}") from self._last_failure
         return getting.result()
 
+    def prepared_statements_failed(self, exc: BaseException) -> None:
+        """A pooler lost a prepared statement: prepare none from now on, on any connection."""
+        if not self.prepared_statements:
+            return
+        self.prepared_statements = False
+        self._connect_kwargs["prepare_threshold"] = None
+        log.warning(
+            "%s: the database URL goes through a pooler that does not keep prepared "
+            "statements; they are now off for this pool (set LEASEQ_DATABASE_POOLED=true, "
+            "or LEASEQ_LISTEN_DATABASE_URL, to start so)",
+            type(exc).__name__,
+        )
+
+    def pooler_refused_options(self, exc: BaseException) -> None:
+        """A pooler refused the startup options: connect without them, prepare nothing."""
+        if "options" not in self._connect_kwargs:
+            return
+        del self._connect_kwargs["options"]
+        self._connect_kwargs["prepare_threshold"] = None
+        self.prepared_statements = False
+        log.warning(
+            "the database URL goes through a pooler (it refused startup options: %s); "
+            "connecting without them, prepared statements off, LEASEQ_STATEMENT_TIMEOUT_MS "
+            "not applied (set LEASEQ_DATABASE_POOLED=true to start so)",
+            first_line(exc),
+        )
+
     def _failed_to_connect(self, exc: BaseException) -> None:
         """A connection attempt failed: whoever waits for a connection gives up now."""
         self._last_failure = exc
@@ -265,16 +312,31 @@ class Database:
 
 # A lost connection, whatever the statement: an outage, a restart, a timeout.
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+# What PgBouncer answers a connection that carries startup options (statement_timeout).
+_STARTUP_REFUSED = "unsupported startup parameter"
+# A prepared statement a transaction pooler lost or doubled between server connections.
+_PREPARED_LOST = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
 
 
 def _reporting(database: Database) -> type[Connection]:
     """The pool's connection class: it tells ``database`` of every failed connection attempt."""
 
     class Reporting(psycopg.AsyncConnection[DictRow]):
+        def prepared_statements_failed(self, exc: BaseException) -> None:
+            database.prepared_statements_failed(exc)
+
         @classmethod
         async def connect(cls, *args: Any, **kwargs: Any) -> Self:
             try:
-                return await super().connect(*args, **kwargs)
+                try:
+                    return await super().connect(*args, **kwargs)
+                except psycopg.OperationalError as exc:
+                    if "options" not in kwargs or _STARTUP_REFUSED not in str(exc):
+                        raise
+                    database.pooler_refused_options(exc)
+                    kwargs = {**kwargs, "prepare_threshold": None}
+                    del kwargs["options"]
+                    return await super().connect(*args, **kwargs)
             except psycopg.Error as exc:
                 database._failed_to_connect(exc)
                 raise
@@ -283,8 +345,21 @@ def _reporting(database: Database) -> type[Connection]:
 
 
 async def execute(conn: Connection, query: str, params: Params | None = None) -> list[Row]:
-    """Run one statement on ``conn``; its rows as dicts (none when it returns none)."""
-    cursor = await conn.execute(query, params)
+    """Run one statement on ``conn``; its rows as dicts (none when it returns none).
+
+    Outside a transaction, a prepared statement a pooler lost is run once more,
+    unprepared (it never ran); inside one, the error goes to ``Database.run``.
+    """
+    try:
+        cursor = await conn.execute(query, params)
+    except _PREPARED_LOST as exc:
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            raise
+        report = getattr(conn, "prepared_statements_failed", None)
+        if report is not None:
+            report(exc)
+        conn.prepare_threshold = None
+        cursor = await conn.execute(query, params, prepare=False)
     if cursor.description is None:
         return []
     return await cursor.fetchall()

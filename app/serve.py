@@ -137,7 +137,7 @@ def migration_url(settings: Settings) -> str:
     when the only URL goes through one.
     """
     assert settings.database_url is not None
-    if not settings.database_pooled:
+    if not settings.pooled:
         return settings.database_url
     if settings.listen_database_url is None:
         raise ServeError(

@@ -52,6 +52,19 @@ def test_push_from_a_file(service: Service, tmp_path: Path) -> None:
         assert third["payload"] == {"payload": "not an object, so this whole line is the payload"}
 
 
+def test_push_of_large_leads_is_packed_under_the_body_limit(service: Service) -> None:
+    """1,500 leads of 1.5 kB: 2.2 MB in all, more than one 1 MiB body can carry."""
+    lines = "".join(json.dumps({"n": i, "blob": "é" * 750}) + "\n" for i in range(1500))
+    assert len(lines.encode()) > 2 * 1024 * 1024
+    pushed = leaseq("push", "-s", "large", "--json", "--url", service.url, input=lines)
+    assert pushed.returncode == 0, pushed.stderr
+    answer = json.loads(pushed.stdout)
+    assert answer["created"] == 1500 and answer["ids"] == list(range(1, 1501))
+    with service.client() as http:
+        assert http.get("/sessions/large/stats").json()["queued"] == 1500
+        assert http.get("/leads/1500").json()["payload"] == {"n": 1499, "blob": "é" * 750}
+
+
 def test_push_from_stdin_in_batches(service: Service) -> None:
     lines = "".join(json.dumps({"n": i}) + "\n" for i in range(2500))
     pushed = leaseq("push", "-s", "big", "--json", "--url", service.url, input=lines)

@@ -6,7 +6,9 @@
 With ``LEASEQ_TEST_POOLER_URL`` set (a PgBouncer in transaction mode in front
 of the test server; tests/deploy/test_pgbouncer.py sets it), ``api_settings``
 reach each test's database through that pooler (``database_pooled``) and
-LISTEN on the direct URL.
+LISTEN on the direct URL; with ``LEASEQ_TEST_POOLER_FLAG=0`` too, only the
+direct URL is given and ``database_pooled`` is left unset, as a user who
+forgot it would.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from app.config import Settings
 
 BASE_URL = "http://leaseq.test"
 POOLER_URL_ENV = "LEASEQ_TEST_POOLER_URL"
+POOLER_FLAG_ENV = "LEASEQ_TEST_POOLER_FLAG"
 
 Serve = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -80,7 +83,10 @@ def database_settings(database_url: str) -> dict[str, Any]:
         return {"database_url": database_url}
     name = make_url(database_url).database
     through = make_url(pooler).set(database=name).render_as_string(hide_password=False)
-    return {"database_url": through, "listen_database_url": database_url, "database_pooled": True}
+    settings: dict[str, Any] = {"database_url": through, "listen_database_url": database_url}
+    if os.environ.get(POOLER_FLAG_ENV, "1") != "0":
+        settings["database_pooled"] = True
+    return settings
 
 
 @pytest.fixture

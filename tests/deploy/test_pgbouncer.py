@@ -28,7 +28,14 @@ from app.pg import Database
 from app.queue import Queue
 from app.serve import ServeError, migration_url
 from leaseq.model import NewLead
-from tests.api.conftest import POOLER_URL_ENV, listening, runtime_of, serving, waiters
+from tests.api.conftest import (
+    POOLER_FLAG_ENV,
+    POOLER_URL_ENV,
+    listening,
+    runtime_of,
+    serving,
+    waiters,
+)
 from tests.deploy import pgbouncer as pgb
 from tests.deploy.pgbouncer import PgBouncer
 from tests.serving import ROOT, Services
@@ -46,6 +53,7 @@ def pooled_settings(bouncer: PgBouncer, database_url: str, **overrides: object) 
         "database_url": bouncer.through(database_url),
         "listen_database_url": database_url,
         "database_pooled": True,
+        "allowed_hosts": "leaseq.test",
         "pool_size": 10,
         "sweep_interval_s": 3600,
     }
@@ -160,6 +168,75 @@ def test_prepared_statements_need_the_setting_or_the_poolers_support(
     else:
         with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
             run_twice_over_two_clients(5)
+
+
+async def test_a_direct_listen_url_means_a_pooler() -> None:
+    pooled, direct = "postgresql://u@pgbouncer:6432/db", "postgresql://u@postgres/db"
+    forgot = Settings(database_url=pooled, listen_database_url=direct)
+    assert forgot.pooled and not forgot.prepared_statements and forgot.listen_url == direct
+    assert not Settings(database_url=direct).pooled
+    said = Settings(database_url=pooled, listen_database_url=direct, database_pooled=False)
+    assert not said.pooled and said.prepared_statements
+
+
+async def hammer(client: httpx.AsyncClient, workers: int = 6, rounds: int = 10) -> list[int]:
+    """Push, lease, read and complete from ``workers`` tasks at once; every status answered."""
+
+    async def work(worker: int) -> list[int]:
+        statuses = []
+        for _ in range(rounds):  # past psycopg's prepare_threshold (5) on every connection
+            lead = {"leads": [{"payload": {"w": worker}}]}
+            pushed = await client.post("/sessions/s/leads", json=lead)
+            leased = await client.post("/lease", json={"session": "s", "owner": f"w{worker}"})
+            stats = await client.get("/sessions/s/stats")
+            statuses += [pushed.status_code, leased.status_code, stats.status_code]
+            for lease in leased.json().get("leases", []):
+                body = {"lead_id": lease["lead"]["id"], "token": lease["token"]}
+                statuses.append((await client.post("/complete", json=body)).status_code)
+        return statuses
+
+    return [
+        status
+        for statuses in await asyncio.gather(*map(work, range(workers)))
+        for status in statuses
+    ]
+
+
+@pytest.mark.parametrize(
+    ("told", "warning"),
+    [
+        ({"database_pooled": True, "database_prepared_statements": True}, "prepared statements"),
+        ({}, "refused startup options"),
+    ],
+    ids=["prepared-statements-forced-on", "told-nothing"],
+)
+async def test_a_pooler_nobody_mentioned_never_costs_a_5xx(
+    start_pgbouncer: Callable[..., PgBouncer],
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+    told: dict[str, object],
+    warning: str,
+) -> None:
+    """Behind a pooler the service was not told of (or told wrong), the first error shows it:
+    prepared statements go off for the pool (and startup options, when refused), one
+    warning says so, and no call gets a 5xx."""
+    bouncer = start_pgbouncer(pool_size=2)
+    settings = Settings(
+        database_url=bouncer.through(database_url),
+        api_tokens="",
+        allowed_hosts="*",
+        sweep_interval_s=3600,
+        **told,  # type: ignore[arg-type]
+    )
+    async with serving(settings) as client:
+        statuses = await hammer(client)
+        stats = (await client.get("/sessions/s/stats")).json()
+        prepared = runtime_of(client).db.prepared_statements
+    assert all(status < 500 for status in statuses), statuses
+    assert stats["done"] + stats["queued"] == 60 and stats["leased"] == 0
+    assert not prepared
+    warnings = [r for r in caplog.records if r.name == "leaseq.pg" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warning in warnings[0].getMessage()
 
 
 async def test_api_flows_through_pgbouncer(pgbouncer: PgBouncer, database_url: str) -> None:
@@ -310,10 +387,15 @@ def test_serve_with_migrate_through_pgbouncer(
 @pytest.mark.service
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_api_suite_passes_through_pgbouncer(pgbouncer: PgBouncer, server_url: str) -> None:
-    """tests/api once more, every app reaching its database through PgBouncer."""
+@pytest.mark.parametrize("flag", ["pooled", "listen-url-only"])
+def test_the_api_suite_passes_through_pgbouncer(
+    pgbouncer: PgBouncer, server_url: str, flag: str
+) -> None:
+    """tests/api once more, every app reaching its database through PgBouncer: told so by
+    ``database_pooled``, or given only the direct URL for LISTEN (never a 5xx either way)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
     env.update({"LEASEQ_TEST_DATABASE_URL": server_url, POOLER_URL_ENV: pgbouncer.url("postgres")})
+    env[POOLER_FLAG_ENV] = "1" if flag == "pooled" else "0"
     # The default selection: the slow fuzzing of tests/api runs its own service on the
     # direct URL, so through the pooler it would only repeat itself.
     deselect = [arg for test in DIRECT_ONLY for arg in ("--deselect", test)]

@@ -226,3 +226,18 @@ def test_a_lead_reads_back_as_the_service_wrote_it() -> None:
 def test_rfc3339_is_utc_with_a_z() -> None:
     at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     assert rfc3339(at) == "2026-01-02T03:04:05.678901Z"
+
+
+def test_push_bodies_stay_under_the_byte_and_count_limits() -> None:
+    from leaseq.client import _PUSH_ENVELOPE, _push_bodies, _wire_size
+
+    leads = [{"payload": {"n": i, "blob": "é" * (i % 900)}} for i in range(3000)]
+    for limit in (4096, 100_000, 1024 * 1024):
+        bodies = _push_bodies(leads, limit)
+        assert [lead for body in bodies for lead in body] == leads
+        for body in bodies:
+            assert len(body) <= 1000
+            assert _wire_size({"leads": body}) <= limit
+    assert _wire_size({"leads": []}) == _PUSH_ENVELOPE
+    huge = [{"payload": {"x": "y" * 5000}}]
+    assert _push_bodies(huge + huge, 1000) == [huge, huge]  # too big for any: alone, for a 413

@@ -22,6 +22,7 @@ Knows nothing of the queue's internals or of the database: HTTP only.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,7 @@ from leaseq.errors import (
     Unauthorized,
     Unavailable,
 )
-from leaseq.limits import MAX_ITEM_BATCH, MAX_PUSH_BATCH
+from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH, MAX_PUSH_BATCH
 from leaseq.model import (
     AllCounts,
     CompleteItem,
@@ -214,6 +215,36 @@ def _chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+# The bytes of ``{"leads":[]}`` around a push's leads.
+_PUSH_ENVELOPE = len(b'{"leads":[]}')
+
+
+def _wire_size(value: Any) -> int:
+    """The bytes of ``value`` as httpx sends it (compact UTF-8 JSON)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _push_bodies(leads: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
+    """The leads in calls of at most MAX_PUSH_BATCH leads and ``max_bytes`` of body each.
+
+    A lead too large for any body goes alone, for the service to refuse (413).
+    """
+    bodies: list[list[dict[str, Any]]] = []
+    body: list[dict[str, Any]] = []
+    size = _PUSH_ENVELOPE
+    for lead in leads:
+        more = _wire_size(lead) + (1 if body else 0)  # the comma before it
+        if body and (len(body) == MAX_PUSH_BATCH or size + more > max_bytes):
+            bodies.append(body)
+            body, size, more = [], _PUSH_ENVELOPE, more - 1
+        body.append(lead)
+        size += more
+    if body:
+        bodies.append(body)
+    return bodies
+
+
 class AsyncClient:
     """The leaseq REST API over HTTP. Use ``async with AsyncClient(url) as client``.
 
@@ -232,12 +263,15 @@ class AsyncClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry_policy: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
+        """``max_body_bytes``: the service's ``LEASEQ_MAX_BODY_BYTES``; pushes fit under it."""
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
         self.retry_policy = retry_policy or RetryPolicy()
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
@@ -306,7 +340,8 @@ class AsyncClient:
         *,
         idempotency_key: str | None = None,
     ) -> PushResult:
-        """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000.
+        """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000 leads
+        and ``max_body_bytes`` each.
 
         Each call is atomic on its own; ids come back in input order. Each is
         sent with an ``Idempotency-Key`` (``idempotency_key``, with the call's
@@ -315,8 +350,9 @@ class AsyncClient:
         ids: list[int] = []
         created = duplicates = 0
         key = idempotency_key or new_idempotency_key()
-        for n, chunk in enumerate(_chunks(leads, MAX_PUSH_BATCH)):
-            body = {"leads": [_new_lead(lead) for lead in chunk]}
+        wire = [_new_lead(lead) for lead in leads]
+        for n, chunk in enumerate(_push_bodies(wire, self.max_body_bytes)):
+            body = {"leads": chunk}
             once = {IDEMPOTENCY_HEADER: key if n == 0 else f"{key}.{n}"}
             data = await self._json("POST", f"/sessions/{_seg(session)}/leads", body, headers=once)
             ids.extend(data["ids"])

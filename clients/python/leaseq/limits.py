@@ -10,6 +10,8 @@ from __future__ import annotations
 SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 MAX_PUSH_BATCH = 1000  # leads in one POST /sessions/{session}/leads
+# The service's default LEASEQ_MAX_BODY_BYTES: a client packs each push under it.
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_ITEM_BATCH = 100  # items in one /renew/batch or /complete/batch
 MAX_LEASE_BATCH = 100  # `max` of one POST /lease
 
