@@ -33,6 +33,8 @@ log = logging.getLogger("leaseq.maintenance")
 
 RECOVERY_BACKOFF_FIRST_S = 0.5
 RECOVERY_BACKOFF_MAX_S = 10.0
+# How long a readiness verdict is kept: at most one database check a second, however many probes.
+READY_CACHE_S = 1.0
 
 # What the operator is told, in the service's log and on the dashboard, when
 # the server runs no autovacuum (``sql.autovacuum``).
@@ -152,20 +154,44 @@ async def schema_revision(db: Database) -> str | None:
 
 
 class Readiness:
-    """Whether the service may serve: the database answers at this code's schema, recovered."""
+    """Whether the service may serve: the database answers at this code's schema, recovered.
 
-    def __init__(self, db: Database, recovery: Recovery) -> None:
+    The verdict is kept for ``cache_s``: probes are open and cheap to send, so
+    however often they come, one statement a second at most reaches the
+    database, and concurrent probes share it. A failure the pool saw since
+    (a lost connection, a failed connect) makes the next probe look again.
+    """
+
+    def __init__(self, db: Database, recovery: Recovery, *, cache_s: float = READY_CACHE_S) -> None:
         self.db = db
         self.recovery = recovery
+        self.cache_s = cache_s
+        self._checked_at: float | None = None
+        self._failures = db.failures
+        self._schema: str | None = None
+        self._lock = asyncio.Lock()
 
     async def reason(self) -> str | None:
         """None when ready to serve; else why not (readyz)."""
+        async with self._lock:
+            now = asyncio.get_running_loop().time()
+            stale = self._checked_at is None or now - self._checked_at >= self.cache_s
+            if stale or self.db.failures != self._failures:
+                self._failures = self.db.failures
+                self._schema = await self._check_schema()
+                self._checked_at = asyncio.get_running_loop().time()
+            schema = self._schema
+        if schema is not None:
+            return schema
+        if not self.recovery.done.is_set():
+            return "boot recovery has not finished"
+        return None
+
+    async def _check_schema(self) -> str | None:
         try:
             revision = await schema_revision(self.db)
         except Exception as exc:
             return f"database unavailable: {type(exc.__cause__ or exc).__name__}"
         if revision != migrate.head():
             return "the database schema is not at the newest migration"
-        if not self.recovery.done.is_set():
-            return "boot recovery has not finished"
         return None

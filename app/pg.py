@@ -120,6 +120,7 @@ class Database:
             kwargs["prepare_threshold"] = None
         self.size = pool_size
         self.prepared_statements = prepared_statements
+        self.failures = 0  # connection attempts failed and connections lost, so far
         self._connect_kwargs = kwargs  # the pool's own: what new connections are made with
         self._checked_out = 0
         self._on_checkout = on_checkout
@@ -236,6 +237,7 @@ class Database:
                 return await work(conn)
         except psycopg.Error as exc:
             if conn.broken or conn.closed or isinstance(exc, _LOST):
+                self.failures += 1
                 raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
             raise
         finally:
@@ -306,6 +308,7 @@ class Database:
     def _failed_to_connect(self, exc: BaseException) -> None:
         """A connection attempt failed: whoever waits for a connection gives up now."""
         self._last_failure = exc
+        self.failures += 1
         failed, self._connect_failed = self._connect_failed, asyncio.Event()
         failed.set()
 

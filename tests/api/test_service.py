@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from app import maintenance
 from app.api.app import create_app
 from app.config import Settings
 from app.pg import libpq_url
@@ -155,3 +157,24 @@ async def test_connections_killed_by_the_server_never_give_500(
     statuses = [(await client.get("/sessions/s/stats")).status_code for _ in range(3)]
     assert set(statuses) <= {200, 503}
     assert statuses[-1] == 200
+
+
+async def test_readyz_reaches_the_database_at_most_once_a_second(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    checks = 0
+    real = maintenance.schema_revision
+
+    async def counted(db: Any) -> Any:
+        nonlocal checks
+        checks += 1
+        return await real(db)
+
+    monkeypatch.setattr(maintenance, "schema_revision", counted)
+    started = time.monotonic()
+    answers = await asyncio.gather(*(client.get("/readyz") for _ in range(200)))
+    answers += [await client.get("/readyz") for _ in range(50)]
+    took = time.monotonic() - started
+    assert all(answer.status_code == 200 for answer in answers)
+    assert 1 <= checks <= 2 + int(took)
