@@ -36,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import embedded, migrate
 from app.config import Settings
+from app.connections import BoundedIdle
 from app.metrics import MULTIPROC_ENV
 from app.pg import redacted
 from leaseq.errors import first_line
@@ -267,6 +268,7 @@ def run(
             timeout_graceful_shutdown=options.graceful_timeout_s,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             limit_concurrency=limit_concurrency(settings),
+            http=BoundedIdle,  # idle sockets give way to live requests (app.connections)
             server_header=False,
         )
     except KeyboardInterrupt:
