@@ -2,9 +2,11 @@
 
 One ``Listener`` per process keeps one dedicated psycopg connection
 LISTENing on ``app.sql.NOTIFY_CHANNEL`` (push, release, retry and sweep
-NOTIFY it with the session as payload) and wakes the requests waiting on that
-session. A waiting request holds no database connection: it sleeps on an
-``asyncio.Event`` and only takes a pooled connection to re-try ``lease_next``.
+NOTIFY it with the session and how many leads became available) and wakes
+that many of the requests waiting on that session: one push of one lead runs
+one lease statement, not one per waiter. A waiting request holds no database
+connection: it sleeps on an ``asyncio.Event`` of its own and only takes a
+pooled connection to re-try ``lease_next``.
 
 Notifications are a hint, never needed for correctness: a waiter also wakes
 every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
@@ -27,9 +29,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -55,30 +56,38 @@ KEEPALIVES: dict[str, int] = {
 }
 
 
-@dataclass
-class _Slot:
-    """The waiters of one session: the event the next wake-up sets, and how many wait."""
-
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    waiters: int = 0
-
-
 class Waiter:
-    """One request waiting for work in a session; ``wait`` returns at the next wake-up."""
+    """One request waiting for work in a session; ``wait`` returns at its next wake-up."""
 
-    def __init__(self, slot: _Slot) -> None:
-        self._slot = slot
-        self._event = slot.event
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.asleep = False  # in ``wait`` now, rather than running its lease query
+
+    @property
+    def woken(self) -> bool:
+        return self._event.is_set()
+
+    def wake(self) -> None:
+        self._event.set()
 
     async def wait(self, at_most_s: float) -> None:
-        """Sleep until a wake-up of the session, shutdown, or ``at_most_s`` seconds.
+        """Sleep until woken, shutdown, or ``at_most_s`` seconds.
 
-        The event watched was taken before the caller's last ``lease_next``, so
-        a NOTIFY that arrived while that query ran is never missed.
+        A wake-up that came while the caller's last ``lease_next`` ran is kept
+        (the event is cleared only here, after it), so it is never missed.
         """
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), at_most_s)
-        self._event = self._slot.event  # armed for the next round, before the next query
+        self.asleep = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), at_most_s)
+        finally:
+            self.asleep = False
+        self._event.clear()  # armed for the next round, before the next query
+
+
+def wake_order(waiters: Iterable[Waiter]) -> list[Waiter]:
+    """Who to wake first: those not woken yet, asleep before busy, oldest first."""
+    return sorted((w for w in waiters if not w.woken), key=lambda w: not w.asleep)
 
 
 class Listener:
@@ -99,7 +108,7 @@ class Listener:
         self.max_waiters = max_waiters
         self.poll_interval_s = poll_interval_s
         self.connect_timeout_s = connect_timeout_s
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, list[Waiter]] = {}
         self._waiters = 0
         self.closed = False
         self.connected = False
@@ -116,25 +125,34 @@ class Listener:
         """Register a waiter on ``session``. Raises Unavailable beyond ``max_waiters``."""
         if self._waiters >= self.max_waiters:
             raise Unavailable("too many lease requests waiting; try again shortly")
-        slot = self._slots.setdefault(session, _Slot())
-        slot.waiters += 1
+        waiter = Waiter()
+        slot = self._slots.setdefault(session, [])
+        slot.append(waiter)
         self._waiters += 1
         metrics.WAITERS.inc()
         try:
-            yield Waiter(slot)
+            yield waiter
         finally:
-            slot.waiters -= 1
+            slot.remove(waiter)
             self._waiters -= 1
             metrics.WAITERS.dec()
-            if slot.waiters == 0 and self._slots.get(session) is slot:
+            if not slot and self._slots.get(session) is slot:
                 del self._slots[session]
 
-    def wake(self, session: str) -> None:
-        """Wake every request waiting on ``session``."""
+    def wake(self, session: str, leads: int | None = None) -> None:
+        """Wake as many requests waiting on ``session`` as ``leads`` became available
+        (those asleep first, oldest first); every one when None."""
         slot = self._slots.get(session)
-        if slot is not None:
-            slot.event.set()
-            slot.event = asyncio.Event()
+        if slot is None:
+            return
+        chosen = wake_order(slot)
+        for waiter in chosen if leads is None else chosen[:leads]:
+            waiter.wake()
+
+    def notified(self, payload: str) -> None:
+        """A NOTIFY's payload (``session n``, or a bare session: wake all)."""
+        session, _, count = payload.partition(" ")
+        self.wake(session, int(count) if count.isdigit() else None)
 
     def wake_all(self) -> None:
         for session in list(self._slots):
@@ -195,7 +213,7 @@ class Listener:
         while not self.closed:
             async with contextlib.aclosing(conn.notifies(timeout=IDLE_CHECK_S)) as notifies:
                 async for notify in notifies:
-                    self.wake(notify.payload)
+                    self.notified(notify.payload)
             async with asyncio.timeout(self.connect_timeout_s):
                 await conn.execute("SELECT 1")  # a silently dead connection fails here
 

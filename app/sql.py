@@ -26,6 +26,8 @@ from leaseq.model import FINAL_STATUSES
 
 NOW = "coalesce(%(now)s::timestamptz, now())"
 NOTIFY_CHANNEL = "leaseq_queued"
+# A notification's payload: the session, a space, and how many leads became available
+# (session names hold no space), so a process wakes that many of its waiters.
 # The events that end an attempt: the dashboard's throughput counts them, and
 # index lead_events_outcomes_at (app.db) covers exactly them.
 OUTCOME_EVENTS = ("completed", "expired", "released")
@@ -86,10 +88,13 @@ inserted AS (
            {NOW} + make_interval(secs => delay_s), {NOW}, {NOW}
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
-    RETURNING id, key, session, status, attempts, owner
+    RETURNING id, key, session, status, attempts, owner, available_at
 ){_ledger("inserted", "pushed", enabled=ledger)}
--- The uncorrelated subquery runs once, and only when something was inserted.
-SELECT id, key, (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s)) AS notified
+-- The uncorrelated subquery runs once, and only when something was inserted; it
+-- counts the leads available now (a delayed one wakes nobody).
+SELECT id, key,
+       (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s || ' ' || count(*))
+        FROM inserted WHERE available_at <= {NOW}) AS notified
 FROM inserted ORDER BY id
 """
 
@@ -239,7 +244,8 @@ released AS (
     RETURNING l.*
 ){_ledger("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
-       CASE status WHEN 'queued' THEN pg_notify('{NOTIFY_CHANNEL}', session) END AS notified
+       CASE status WHEN 'queued' THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END
+           AS notified
 FROM released
 """
 
@@ -278,8 +284,9 @@ swept AS (
 SELECT
     count(*) FILTER (WHERE status = 'queued') AS requeued,
     count(*) FILTER (WHERE status = 'failed') AS failed,
-    (SELECT count(pg_notify('{NOTIFY_CHANNEL}', s.session))
-     FROM (SELECT DISTINCT session FROM swept WHERE status = 'queued') AS s) AS notified
+    (SELECT count(pg_notify('{NOTIFY_CHANNEL}', s.session || ' ' || s.n))
+     FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
+         AS s) AS notified
 FROM swept
 """
 
@@ -314,7 +321,8 @@ WITH retried AS (
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ){_ledger("retried", "retried", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session)) AS notified FROM retried
+SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session || ' 1')) AS notified
+FROM retried
 """
 
 

@@ -10,8 +10,10 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from fastapi import FastAPI
 
@@ -44,6 +46,41 @@ async def test_a_waiting_lease_returns_soon_after_a_push(serve: Serve) -> None:
         assert time.monotonic() - pushed_at < 1.0
         [lease] = response.json()["leases"]
         shapes.lease(lease, owner="w1")
+
+
+async def test_a_push_wakes_only_as_many_waiters_as_it_brings_leads(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 waiters, one lead: one lease statement runs, not 100 (then 3 leads: 3 more)."""
+    async with serve(poll_interval_s=60) as client:
+        await listening(client)
+        queue = runtime_of(client).queue
+        statements = 0
+        real = queue.lease_next
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            nonlocal statements
+            statements += 1
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(queue, "lease_next", counted)
+        body = {"session": "s", "owner": "w", "wait_s": 6}
+        waiting = [asyncio.create_task(client.post("/lease", json=body)) for _ in range(100)]
+        await waiters(client, 100)
+        await until(lambda: statements == 100)  # each one's first try, before it waited
+
+        await push(client, "s")
+        await until(lambda: statements >= 101)
+        await asyncio.sleep(0.3)  # time for any other (wrongly) woken waiter to query
+        assert statements == 101
+        await push(client, "s", 3)
+        await until(lambda: statements >= 104)
+        await asyncio.sleep(0.3)
+        assert statements == 104
+
+        answers = await asyncio.gather(*waiting)
+    leases = [lease for answer in answers for lease in answer.json()["leases"]]
+    assert len(leases) == 4
 
 
 async def test_a_push_to_another_session_does_not_wake_the_waiter(serve: Serve) -> None:
