@@ -9,7 +9,9 @@ Knows nothing of HTTP.
 from __future__ import annotations
 
 from sqlalchemy import (
+    DDL,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -20,6 +22,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    event,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -51,6 +54,9 @@ LEASE_STATE = (
     "ELSE lease_expires_at IS NULL END"
 )
 
+# A lead the lease may take now, as the partial indexes say it (revision 0004).
+READY = "status = 'queued' AND NOT scheduled"
+
 metadata = MetaData()
 
 
@@ -79,6 +85,9 @@ leads = Table(
     Column("error", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # A queued lead whose available_at was in the future when it was queued (revision 0004):
+    # kept out of leads_ready until promoted (app.sql.lease_next, app.sql.promote).
+    Column("scheduled", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -89,17 +98,24 @@ leads = Table(
     # finished lead keeps the token of the lease that completed it (never shown), so a
     # completion retried with it is recognised (revision 0003); a queued lead has none.
     CheckConstraint(LEASE_STATE, name="leads_lease_state"),
+    CheckConstraint("NOT scheduled OR status = 'queued'", name="leads_scheduled_queued"),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),
-    # The lease query's index: equality on session, then its ORDER BY.
+    # The lease query's index: equality on session, then its ORDER BY, over ready leads
+    # only, so a lease never walks over delayed ones (revision 0004).
     Index(
-        "leads_queued",
+        "leads_ready",
         "session",
         text("priority DESC"),
         "id",
-        postgresql_where=text("status = 'queued'"),
+        postgresql_where=text(READY),
     ),
+    # The oldest ready lead of a session (the dashboard), one probe per session.
+    Index("leads_ready_age", "session", "available_at", postgresql_where=text(READY)),
+    # Due scheduled leads: of one session (the lease), of all (the sweeper's promotion).
+    Index("leads_scheduled_due", "session", "available_at", postgresql_where=text("scheduled")),
+    Index("leads_scheduled_at", "available_at", postgresql_where=text("scheduled")),
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
     Index("leads_session_status", "session", "status"),
@@ -149,6 +165,69 @@ idempotency_keys = Table(
     CheckConstraint(_in("verb", IDEMPOTENT_VERBS), name="idempotency_keys_verb_valid"),
     Index("idempotency_keys_created", "created_at"),
 )
+
+
+# Leads per session and status, kept by statement-level triggers on leads in slots per
+# backend (revision 0004): the sum over slots is the count. See the migration.
+lead_counts = Table(
+    "lead_counts",
+    metadata,
+    Column("session", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("slot", Integer, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    PrimaryKeyConstraint("session", "status", "slot", name="lead_counts_pkey"),
+)
+
+
+# The triggers that keep lead_counts (revision 0004): each backend writes its own slot.
+COUNT_SLOTS = 64
+
+COUNT_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION leaseq_count_leads() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- One upsert per (session, status) the statement changed, in a fixed order (no deadlock
+    -- between two statements of one slot), into this backend's slot.
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO lead_counts AS c (session, status, slot, n)
+        SELECT session, status, pg_backend_pid() % {COUNT_SLOTS}, count(*)
+        FROM new_rows GROUP BY session, status ORDER BY session, status
+        ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO lead_counts AS c (session, status, slot, n)
+        SELECT session, status, pg_backend_pid() % {COUNT_SLOTS}, -count(*)
+        FROM old_rows GROUP BY session, status ORDER BY session, status
+        ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n;
+    ELSE
+        INSERT INTO lead_counts AS c (session, status, slot, n)
+        SELECT session, status, pg_backend_pid() % {COUNT_SLOTS}, sum(d)
+        FROM (SELECT session, status, 1 AS d FROM new_rows
+              UNION ALL SELECT session, status, -1 FROM old_rows) AS changes
+        GROUP BY session, status HAVING sum(d) <> 0 ORDER BY session, status
+        ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
+
+TRIGGERS = {
+    "leads_count_insert": "AFTER INSERT ON leads REFERENCING NEW TABLE AS new_rows",
+    "leads_count_update": (
+        "AFTER UPDATE ON leads REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+    ),
+    "leads_count_delete": "AFTER DELETE ON leads REFERENCING OLD TABLE AS old_rows",
+}
+
+
+CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
+
+# What metadata.create_all builds besides tables, as the migration does (tests compare both).
+_function = DDL(COUNT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]  # DDL formats %
+event.listen(metadata, "before_create", _function)
+for _name, _when in TRIGGERS.items():
+    _trigger = DDL(CREATE_TRIGGER.format(_name, _when))  # type: ignore[no-untyped-call]
+    event.listen(leads, "after_create", _trigger)
 
 
 def sqlalchemy_url(url: str) -> URL:

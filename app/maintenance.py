@@ -35,6 +35,8 @@ RECOVERY_BACKOFF_FIRST_S = 0.5
 RECOVERY_BACKOFF_MAX_S = 10.0
 # How long a readiness verdict is kept: at most one database check a second, however many probes.
 READY_CACHE_S = 1.0
+# How often delayed leads that came due are made ready, however long the sweep interval.
+PROMOTE_EVERY_S = 1.0
 
 # What the operator is told, in the service's log and on the dashboard, when
 # the server runs no autovacuum (``sql.autovacuum``).
@@ -80,7 +82,8 @@ class Recovery:
 
 
 class Sweeper:
-    """Requeue expired leases in every session every ``interval_s`` (after recovery)."""
+    """Requeue expired leases in every session every ``interval_s`` (after recovery), and make
+    delayed leads that came due ready (``Queue.promote``), at least every ``PROMOTE_EVERY_S``."""
 
     def __init__(self, queue: Queue, recovery: Recovery, interval_s: float) -> None:
         self.queue = queue
@@ -90,8 +93,17 @@ class Sweeper:
     async def run(self) -> None:
         """Until cancelled; never raises otherwise."""
         await self.recovery.until_done()
+        loop = asyncio.get_running_loop()
+        swept_at = loop.time()
         while True:
-            await asyncio.sleep(self.interval_s)
+            await asyncio.sleep(min(self.interval_s, PROMOTE_EVERY_S))
+            try:
+                await self.queue.promote()
+            except Exception as exc:
+                log.warning("promotion of due leads failed: %s", _why(exc))
+            if loop.time() - swept_at < self.interval_s:
+                continue
+            swept_at = loop.time()
             try:
                 metrics.count_sweep(await self.queue.sweep_all(), "background")
             except Exception as exc:

@@ -54,6 +54,7 @@ from leaseq.model import (
 
 SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
+PROMOTE_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
 
 
@@ -445,6 +446,19 @@ class Queue:
             failed += row["failed"]
             if row["requeued"] + row["failed"] < SWEEP_BATCH:
                 return SweepResult(requeued=requeued, failed=failed)
+
+    async def promote(self, *, now: datetime | None = None) -> int:
+        """Make delayed leads that came due ready to lease (any session); returns how many.
+
+        A lease promotes its own session's due leads too; this keeps the rest
+        (and the dashboard's oldest age) current. Batches of PROMOTE_BATCH.
+        """
+        promoted = 0
+        while True:
+            [row] = await self._rows(sql.promote(), {"now": now, "limit": PROMOTE_BATCH})
+            promoted += int(row["promoted"])
+            if row["promoted"] < PROMOTE_BATCH:
+                return promoted
 
     async def prune(
         self,

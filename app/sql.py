@@ -82,19 +82,19 @@ numbered AS (
 ),
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
-                       available_at, created_at, updated_at)
+                       available_at, scheduled, created_at, updated_at)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           {NOW} + make_interval(secs => delay_s), {NOW}, {NOW}
+           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
-    RETURNING id, key, session, status, attempts, owner, available_at
+    RETURNING id, key, session, status, attempts, owner, scheduled
 ){_ledger("inserted", "pushed", enabled=ledger)}
 -- The uncorrelated subquery runs once, and only when something was inserted; it
 -- counts the leads available now (a delayed one wakes nobody).
 SELECT id, key,
        (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s || ' ' || count(*))
-        FROM inserted WHERE available_at <= {NOW}) AS notified
+        FROM inserted WHERE NOT scheduled) AS notified
 FROM inserted ORDER BY id
 """
 
@@ -105,30 +105,59 @@ def existing_keys() -> str:
     return "SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[])"
 
 
+# Due scheduled leads one lease statement considers (and promotes) at most; the sweeper
+# promotes the rest (``promote``).
+PROMOTE_BATCH = 100
+
+
 @cache
 def lease_next(ledger: bool) -> str:
     """Lease up to ``max`` available leads of a session, highest priority then oldest first.
 
-    The ids are chosen in a CTE, which PostgreSQL evaluates exactly once, then
+    Two sources, each read through its own partial index and locked with
+    SKIP LOCKED: ready leads (``leads_ready``: session, priority, id), so the
+    scan never walks over delayed leads; and up to ``PROMOTE_BATCH`` scheduled
+    leads of the session that came due (``leads_scheduled_due``). The best
+    ``max`` of both are leased; the other due ones are promoted to ready in
+    the same statement (disjoint rows, so no row is updated twice).
+
+    The ids are chosen in CTEs, which PostgreSQL evaluates exactly once, then
     updated — never ``WHERE id IN (SELECT … LIMIT n)``, which the planner may
-    re-run and so update more than n rows (PostgreSQL bug #15715). The CTE's
-    WHERE and ORDER BY match the partial index ``leads_queued``.
+    re-run and so update more than n rows (PostgreSQL bug #15715).
     """
     return f"""
-WITH picked AS (
-    SELECT id FROM leads
-    WHERE session = %(session)s AND status = 'queued' AND available_at <= {NOW}
+WITH ready AS (
+    SELECT id, priority FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= {NOW}
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
+due AS (
+    SELECT id, priority FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= {NOW}
+    ORDER BY available_at
+    LIMIT {PROMOTE_BATCH}
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
 numbered AS (
     SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
 ),
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1,
+        attempts = l.attempts + 1, scheduled = false,
         lease_expires_at = {NOW} + make_interval(secs => %(ttl_s)s::float8),
         updated_at = {NOW}
     FROM numbered
@@ -137,6 +166,34 @@ leased AS (
     RETURNING l.*
 ){_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id
+"""
+
+
+@cache
+def promote() -> str:
+    """Make up to ``limit`` scheduled leads that came due ready (any session); the sweeper's.
+
+    Oldest due first, through ``leads_scheduled_at``; SKIP LOCKED leaves a row
+    a lease holds to that lease. Notifies each session of its promoted leads.
+    """
+    return f"""
+WITH due AS (
+    SELECT id FROM leads
+    WHERE scheduled AND available_at <= {NOW}
+    ORDER BY available_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.scheduled
+    RETURNING l.session
+)
+SELECT count(*) AS promoted,
+       (SELECT count(pg_notify('{NOTIFY_CHANNEL}', p.session || ' ' || p.n))
+        FROM (SELECT session, count(*) AS n FROM promoted GROUP BY session) AS p) AS notified
+FROM promoted
 """
 
 
@@ -238,14 +295,15 @@ released AS (
         lease_token = NULL, lease_expires_at = NULL,
         available_at = CASE WHEN {last} THEN l.available_at
                             ELSE {NOW} + make_interval(secs => %(delay_s)s::float8) END,
+        scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
         updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*
 ){_ledger("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
-       CASE status WHEN 'queued' THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END
-           AS notified
+       CASE WHEN status = 'queued' AND NOT scheduled
+            THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END AS notified
 FROM released
 """
 
@@ -298,7 +356,7 @@ def cancel(ledger: bool) -> str:
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        updated_at = {NOW}
+        scheduled = false, updated_at = {NOW}
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ){_ledger("cancelled", "cancelled", enabled=ledger)}
@@ -429,14 +487,21 @@ def get() -> str:
 
 @cache
 def stats() -> str:
-    """Lead counts by status in one session."""
-    return "SELECT status, count(*) AS n FROM leads WHERE session = %(session)s GROUP BY status"
+    """Lead counts by status in one session: the slots of ``lead_counts`` added up."""
+    return """
+SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
+GROUP BY status HAVING sum(n) <> 0
+"""
 
 
 @cache
 def stats_all() -> str:
-    """Lead counts by session and status."""
-    return "SELECT session, status, count(*) AS n FROM leads GROUP BY session, status"
+    """Lead counts by session and status (``lead_counts``: its cost follows the sessions, not
+    the leads)."""
+    return """
+SELECT session, status, sum(n)::bigint AS n FROM lead_counts
+GROUP BY session, status HAVING sum(n) <> 0
+"""
 
 
 @cache
@@ -562,11 +627,18 @@ FROM tally GROUP BY 1 ORDER BY 1
 
 @cache
 def oldest_queued() -> str:
-    """Seconds since the oldest leasable queued lead of each session became leasable."""
+    """Seconds since the oldest ready lead of each session with queued leads became leasable:
+    one probe of ``leads_ready_age`` per such session (a due lead not yet promoted counts
+    once the sweeper or a lease promotes it)."""
     return """
-SELECT session, extract(epoch FROM now() - min(available_at)) AS age_s
-FROM leads WHERE status = 'queued' AND available_at <= now()
-GROUP BY session
+SELECT c.session, extract(epoch FROM now() - o.available_at) AS age_s
+FROM (SELECT session FROM lead_counts WHERE status = 'queued'
+      GROUP BY session HAVING sum(n) > 0) AS c
+CROSS JOIN LATERAL (
+    SELECT available_at FROM leads
+    WHERE session = c.session AND status = 'queued' AND NOT scheduled
+    ORDER BY available_at LIMIT 1
+) AS o
 """
 
 

@@ -71,7 +71,8 @@ def test_upgrade_builds_exactly_the_table_definitions(
     migrate.upgrade(empty_database_url)
 
     assert migrate.current(empty_database_url) == migrate.head()
-    assert _tables(sync_engine) == {"leads", "lead_events", "idempotency_keys", "alembic_version"}
+    tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "alembic_version"}
+    assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
     # What autogenerate does not compare: check constraints and index predicates.
@@ -80,8 +81,10 @@ def test_upgrade_builds_exactly_the_table_definitions(
         found = {name for name, kind in _constraints(sync_engine, table.name) if kind == "c"}
         assert found == declared
     indexes = _index_definitions(sync_engine)
-    assert "WHERE (status = 'queued'::text)" in indexes["leads_queued"]
-    assert "(session, priority DESC, id)" in indexes["leads_queued"]
+    assert "WHERE ((status = 'queued'::text) AND (NOT scheduled))" in indexes["leads_ready"]
+    assert "(session, priority DESC, id)" in indexes["leads_ready"]
+    assert "leads_queued" not in indexes
+    assert "WHERE scheduled" in indexes["leads_scheduled_due"]
     assert "WHERE (status = 'leased'::text)" in indexes["leads_leased_expiry"]
     assert "UNIQUE" in indexes["leads_session_key"]
     assert "WHERE (key IS NOT NULL)" in indexes["leads_session_key"]

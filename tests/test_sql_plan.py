@@ -56,7 +56,7 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
                 "tokens": [new_token() for _ in range(max_)],
             }
             plan = await _plan(db, sql.lease_next(ledger), params)
-            assert "Index Scan using leads_queued on leads" in plan, plan
+            assert "Index Scan using leads_ready on leads" in plan, plan
             assert "Seq Scan on leads" not in plan, plan
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
 

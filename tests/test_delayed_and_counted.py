@@ -1,0 +1,121 @@
+"""Delayed leads wait apart from ready ones (``leads.scheduled``), and ``lead_counts`` always
+equals the table, however many connections change it at once (revision 0004)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+
+from app import sql
+from app.pg import Database
+from app.queue import Queue
+from leaseq.errors import Conflict, LeaseLost, NotFound
+from leaseq.model import Counts, NewLead
+from tests.support import at
+
+
+async def true_counts(db: Database) -> dict[str, dict[str, int]]:
+    rows = await db.rows("SELECT session, status, count(*) AS n FROM leads GROUP BY 1, 2")
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(row["session"], {})[row["status"]] = int(row["n"])
+    return found
+
+
+async def kept_counts(queue: Queue) -> dict[str, dict[str, int]]:
+    every = await queue.stats_all()
+    return {
+        name: {s: n for s, n in vars_of(counts).items() if n}
+        for name, counts in every.sessions.items()
+    }
+
+
+def vars_of(counts: Counts) -> dict[str, int]:
+    return {s: getattr(counts, s) for s in ("queued", "leased", "done", "failed", "cached")}
+
+
+async def test_a_lease_steps_over_no_delayed_lead(queue: Queue, db: Database) -> None:
+    for _ in range(2):
+        await queue.push("s", [NewLead({}, priority=5, delay_s=60)] * 1000, now=at(0))
+    [ready] = (await queue.push("s", [NewLead({"ready": True})], now=at(0))).ids
+    [lease] = await queue.lease_next("s", "w", now=at(1))
+    assert lease.lead.id == ready
+    # The lease read one ready row: the delayed ones are not in leads_ready at all.
+    [row] = await db.rows(
+        "SELECT count(*) AS n FROM leads WHERE session = 's' AND status = 'queued' "
+        "AND NOT scheduled"
+    )
+    assert row["n"] == 0
+
+
+async def test_due_leads_lease_by_priority_once_due(queue: Queue) -> None:
+    low = (await queue.push("s", [NewLead({"low": 1}, priority=1)], now=at(0))).ids
+    high = (await queue.push("s", [NewLead({"h": 1}, priority=9, delay_s=10)], now=at(0))).ids
+    late = (await queue.push("s", [NewLead({"l": 1}, priority=9, delay_s=100)], now=at(0))).ids
+    assert [x.lead.id for x in await queue.lease_next("s", "w", max=3, now=at(5))] == low
+    [due] = await queue.lease_next("s", "w", max=3, now=at(11))
+    assert due.lead.id == high[0]  # due: leased at once, ahead of nothing else
+    assert await queue.lease_next("s", "w", now=at(50)) == []
+    assert [x.lead.id for x in await queue.lease_next("s", "w", now=at(101))] == late
+
+
+async def test_promotion_makes_due_leads_ready(queue: Queue, db: Database) -> None:
+    await queue.push("a", [NewLead({}, delay_s=5)] * 3, now=at(0))
+    await queue.push("b", [NewLead({}, delay_s=50)] * 2, now=at(0))
+    assert await queue.promote(now=at(6)) == 3
+    [row] = await db.rows("SELECT count(*) FILTER (WHERE scheduled) AS n FROM leads")
+    assert row["n"] == 2
+    assert await queue.promote(now=at(6)) == 0
+
+
+async def test_a_delayed_release_waits_apart_and_comes_back(queue: Queue) -> None:
+    [lead_id] = (await queue.push("s", [NewLead({})], now=at(0))).ids
+    [held] = await queue.lease_next("s", "w", now=at(1))
+    released = await queue.release(lead_id, held.token, delay_s=30, now=at(2))
+    assert released.status == "queued"
+    assert await queue.lease_next("s", "w", now=at(10)) == []
+    [again] = await queue.lease_next("s", "w", now=at(33))
+    assert (again.lead.id, again.attempt) == (lead_id, 2)
+
+
+async def test_counts_follow_every_change_under_concurrency(queue: Queue, db: Database) -> None:
+    """Eight connections push, lease, complete, release, cancel, retry, sweep and prune at
+    once; the kept counts then equal count(*) of the table."""
+    rng = random.Random(7)
+
+    async def worker(w: int) -> None:
+        for round_ in range(15):
+            session = f"s{rng.randrange(3)}"
+            await queue.push(session, [NewLead({"w": w, "r": round_})] * rng.randint(1, 5))
+            leases = await queue.lease_next(session, f"w{w}", max=3, ttl_s=rng.choice([0.2, 60]))
+            for lease in leases:
+                pick = rng.random()
+                with contextlib.suppress(LeaseLost, Conflict, NotFound):  # swept, or pruned
+                    if pick < 0.5:
+                        await queue.complete(lease.lead.id, lease.token, "done")
+                    elif pick < 0.7:
+                        delay = rng.choice([0, 0.1])
+                        await queue.release(lease.lead.id, lease.token, delay_s=delay)
+                    elif pick < 0.8:
+                        await queue.cancel(lease.lead.id)
+                        await queue.retry(lease.lead.id)
+            if round_ % 5 == 4:
+                await queue.sweep_all()
+                await queue.promote()
+                await queue.prune(0.0)
+
+    await asyncio.wait_for(asyncio.gather(*(worker(w) for w in range(8))), 60)
+    assert await kept_counts(queue) == await true_counts(db)
+    for name, counts in (await true_counts(db)).items():
+        assert vars_of(await queue.stats(name)) == {
+            s: counts.get(s, 0) for s in ("queued", "leased", "done", "failed", "cached")
+        }
+
+
+async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:
+    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.oldest_queued()}"))
+    assert "leads_ready_age" in plan, plan
+    assert "Seq Scan on leads" not in plan, plan
+    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.stats_all()}"))
+    assert " leads " not in plan, plan
