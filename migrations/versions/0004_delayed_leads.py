@@ -8,7 +8,8 @@ through ``leads_scheduled_due`` (by session and ``available_at``) and
 promoted by the lease itself and by the sweeper (``leads_scheduled_at``,
 across sessions). ``leads_ready`` replaces ``leads_queued``.
 ``leads_ready_age``: the oldest ready lead of a session, read by the
-dashboard with one index probe.
+dashboard with one index probe; ``leads_failed_recent``: its latest failures,
+read in order.
 
 ``lead_counts``: leads per session and status, kept by statement-level
 triggers on ``leads`` (one upsert per statement and (session, status)
@@ -48,6 +49,7 @@ INDEXES = {
     "leads_ready_age": "ON leads (session, available_at) WHERE status = 'queued' AND NOT scheduled",
     "leads_scheduled_due": "ON leads (session, available_at) WHERE scheduled",
     "leads_scheduled_at": "ON leads (available_at) WHERE scheduled",
+    "leads_failed_recent": "ON leads (updated_at DESC, id DESC) WHERE status = 'failed'",
 }
 OLD_INDEX = ("leads_queued", "ON leads (session, priority DESC, id) WHERE status = 'queued'")
 
