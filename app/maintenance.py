@@ -113,7 +113,7 @@ class Sweeper:
 class Pruner:
     """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
     and, when ``older_than_s`` is set, delete terminal leads older than that (in small
-    batches, see ``Queue.prune``)."""
+    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``)."""
 
     def __init__(
         self, queue: Queue, older_than_s: float | None, interval_s: float, keys_after_s: float
@@ -139,6 +139,7 @@ class Pruner:
                 pruned = await self.queue.prune(self.older_than_s)
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
+            await self.queue.fold_counts()
         except Exception as exc:
             log.warning("prune failed: %s", _why(exc))
 

@@ -501,6 +501,12 @@ class Queue:
             if row["pruned"] < batch:
                 return pruned
 
+    async def fold_counts(self) -> None:
+        """Keep ``lead_counts`` small: fold its slots into one row per session and status, and
+        forget the counts that came to zero (the pruner's; the counts read the same after)."""
+        await self._rows(sql.fold_counts(), {})
+        await self._rows(sql.forget_zero_counts(), {})
+
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".
 

@@ -505,6 +505,51 @@ GROUP BY session, status HAVING sum(n) <> 0
 
 
 @cache
+def fold_counts() -> str:
+    """Add every other slot of ``lead_counts`` into slot 0, so the table keeps about one row
+    per session and status however many backends wrote it; the pruner's, across sessions.
+
+    SKIP LOCKED leaves a slot a statement is writing to a later pass, and slot 0 rows are
+    upserted in (session, status) order as the triggers do, so no lock waits on another in
+    a cycle. The sums are unchanged at every commit.
+    """
+    return """
+WITH moving AS (
+    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM lead_counts AS c USING moving AS m
+    WHERE c.session = m.session AND c.status = m.status AND c.slot = m.slot
+    RETURNING c.session, c.status, c.n
+),
+folded AS (
+    INSERT INTO lead_counts AS c (session, status, slot, n)
+    SELECT session, status, 0, sum(n) FROM moved GROUP BY session, status
+    ORDER BY session, status
+    ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n
+    RETURNING 1
+)
+SELECT count(*) AS folded FROM folded
+"""
+
+
+@cache
+def forget_zero_counts() -> str:
+    """Delete the slot-0 counts that came to zero (a pruned session leaves no row behind)."""
+    return """
+WITH zero AS (
+    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 FOR UPDATE SKIP LOCKED
+),
+forgotten AS (
+    DELETE FROM lead_counts AS c USING zero AS z
+    WHERE c.session = z.session AND c.status = z.status AND c.slot = 0
+    RETURNING 1
+)
+SELECT count(*) AS forgotten FROM forgotten
+"""
+
+
+@cache
 def db_now() -> str:
     """The database clock."""
     return "SELECT now() AS now"

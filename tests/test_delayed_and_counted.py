@@ -8,6 +8,7 @@ import contextlib
 import random
 
 from app import sql
+from app.config import Settings
 from app.pg import Database
 from app.queue import Queue
 from leaseq.errors import Conflict, LeaseLost, NotFound
@@ -104,6 +105,7 @@ async def test_counts_follow_every_change_under_concurrency(queue: Queue, db: Da
                 await queue.sweep_all()
                 await queue.promote()
                 await queue.prune(0.0)
+                await queue.fold_counts()
 
     await asyncio.wait_for(asyncio.gather(*(worker(w) for w in range(8))), 60)
     assert await kept_counts(queue) == await true_counts(db)
@@ -111,6 +113,34 @@ async def test_counts_follow_every_change_under_concurrency(queue: Queue, db: Da
         assert vars_of(await queue.stats(name)) == {
             s: counts.get(s, 0) for s in ("queued", "leased", "done", "failed", "cached")
         }
+
+
+async def test_folding_keeps_one_row_per_count_and_none_at_zero(
+    queue: Queue, db: Database, database_url: str
+) -> None:
+    """Counts written by many backends fold into one row each; a pruned session leaves none."""
+
+    async def push_from_a_connection_of_its_own(session: str) -> None:
+        async with Database.from_settings(Settings(), database_url, pool_size=1) as other:
+            await Queue(other).push(session, [NewLead({})] * 2)
+
+    await asyncio.gather(*(push_from_a_connection_of_its_own("s") for _ in range(6)))
+    leases = await queue.lease_next("s", "w", max=3)
+    for lease in leases:
+        await queue.complete(lease.lead.id, lease.token)
+    await queue.push("gone", [NewLead({})])
+    [gone] = await queue.lease_next("gone", "w")
+    await queue.complete(gone.lead.id, gone.token)
+    await queue.prune(0.0, "gone")
+    before = await kept_counts(queue)
+
+    await queue.fold_counts()
+    assert await kept_counts(queue) == before == await true_counts(db)
+    rows = await db.rows("SELECT session, status, slot, n FROM lead_counts ORDER BY 1, 2")
+    assert [(r["session"], r["status"], r["slot"], r["n"]) for r in rows] == [
+        ("s", "done", 0, 3),
+        ("s", "queued", 0, 9),
+    ]
 
 
 async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:

@@ -68,6 +68,8 @@ BEGIN
         SELECT session, status, pg_backend_pid() % {COUNT_SLOTS}, -count(*)
         FROM old_rows GROUP BY session, status ORDER BY session, status
         ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n;
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM lead_counts;
     ELSE
         INSERT INTO lead_counts AS c (session, status, slot, n)
         SELECT session, status, pg_backend_pid() % {COUNT_SLOTS}, sum(d)
@@ -87,6 +89,7 @@ TRIGGERS = {
         "AFTER UPDATE ON leads REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
     ),
     "leads_count_delete": "AFTER DELETE ON leads REFERENCING OLD TABLE AS old_rows",
+    "leads_count_truncate": "AFTER TRUNCATE ON leads",
 }
 
 

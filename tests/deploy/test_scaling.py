@@ -61,6 +61,8 @@ LEAD_SCOPED = (
 WITH_THE_REQUEST = ("claim_key", "remember_answer", "remembered")
 # Across sessions by design: recovery, maintenance and the operator's totals.
 CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune", "prune_keys")
+# Maintenance of delayed leads and of the kept counts: each shard runs its own.
+MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
 # The dashboard's overview: cold reads across sessions, once per poll.
 OVERVIEW = ("oldest_queued", "per_minute", "expiring", "failures")
 NO_TABLE = ("db_now", "autovacuum", "schema_revision")
@@ -100,7 +102,7 @@ def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
-    cross = {"stats_all", "prune", "prune_keys", *OVERVIEW}
+    cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW}
     keys = set(WITH_THE_REQUEST)
     assert statement_names() == session_scoped | set(LEAD_SCOPED) | keys | cross | set(NO_TABLE)
     written = (ROOT / "docs" / "scaling.md").read_text()
@@ -127,9 +129,20 @@ def _index_ddl(table: Any) -> list[str]:
 
 
 def partition_by_session(url: str) -> None:
-    """Turn the migrated ``leads`` and ``lead_events`` into tables hash-partitioned by session:
-    the shape a sharded deployment needs (docs/scaling.md, "Schema changes")."""
-    statements: list[str] = []
+    """Turn the migrated ``leads``, ``lead_events`` and ``lead_counts`` into tables
+    hash-partitioned by session: the shape a sharded deployment needs (docs/scaling.md,
+    "Schema changes"). The count triggers go on the new ``leads``."""
+    statements: list[str] = [
+        "ALTER TABLE lead_counts RENAME TO lead_counts_plain",
+        "CREATE TABLE lead_counts (LIKE lead_counts_plain INCLUDING ALL)"
+        " PARTITION BY HASH (session)",
+        "DROP TABLE lead_counts_plain",
+        *(
+            f"CREATE TABLE lead_counts_p{r} PARTITION OF lead_counts"
+            f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r})"
+            for r in range(PARTITIONS)
+        ),
+    ]
     for table in (db.leads, db.lead_events):
         name = table.name
         statements += [
@@ -153,6 +166,7 @@ def partition_by_session(url: str) -> None:
                 for r in range(PARTITIONS)
             ),
         ]
+    statements += [db.CREATE_TRIGGER.format(name, when) for name, when in db.TRIGGERS.items()]
     with psycopg.connect(libpq_url(url)) as conn:
         for statement in statements:
             conn.execute(statement)  # type: ignore[arg-type]
@@ -168,19 +182,17 @@ async def partitioned(empty_database_url: str) -> AsyncIterator[Database]:
 
 
 def partitions_in(plan: Any) -> dict[str, set[str]]:
-    """The partitions an EXPLAIN (FORMAT JSON) plan reads ("leads", "lead_events") and those
-    its UPDATE or DELETE probes for the rows it changes ("leads written", ...)."""
-    found: dict[str, set[str]] = {
-        "leads": set(),
-        "lead_events": set(),
-        "leads written": set(),
-        "lead_events written": set(),
-    }
+    """The partitions an EXPLAIN (FORMAT JSON) plan reads ("leads", "lead_events",
+    "lead_counts") and those its UPDATE or DELETE probes for the rows it changes ("leads
+    written", ...)."""
+    tables = ("leads", "lead_events", "lead_counts")
+    found = {name + written: set[str]() for name in tables for written in ("", " written")}
 
     def walk(node: Any, writing: bool) -> None:
         if isinstance(node, dict):
             writing = writing or node.get("Node Type") == "ModifyTable"
-            match = re.fullmatch(r"(leads|lead_events)_p\d+", node.get("Relation Name", ""))
+            relation = node.get("Relation Name", "")
+            match = re.fullmatch(r"(leads|lead_events|lead_counts)_p\d+", relation)
             if match:
                 found[match[1] + (" written" if writing else "")].add(match[0])
             for value in node.values():
@@ -210,9 +222,10 @@ async def test_a_session_scoped_statement_reads_one_partition(
     partitioned: Database, name: str
 ) -> None:
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
-    assert len(touched["leads"]) <= 1 and len(touched["lead_events"]) <= 1, touched
+    assert all(len(touched[table]) <= 1 for table in ("leads", "lead_events", "lead_counts"))
     # It reads something, pruned to one partition (an INSERT is routed as it runs instead).
-    assert touched["leads"] or touched["lead_events"] or name.startswith("push"), touched
+    read = touched["leads"] or touched["lead_events"] or touched["lead_counts"]
+    assert read or name.startswith("push"), touched
     assert len(touched["lead_events written"]) <= 1, touched
     # Its UPDATE names the session too, so the write is routed as well as the claim.
     assert len(touched["leads written"]) <= 1, touched
@@ -222,7 +235,7 @@ async def test_a_cross_session_statement_reads_every_partition(
     partitioned: Database,
 ) -> None:
     touched = partitions_in(await explain(partitioned, sql.stats_all()))
-    assert len(touched["leads"]) == PARTITIONS
+    assert len(touched["lead_counts"]) == PARTITIONS
 
 
 async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) -> None:
