@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Security
 from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import problems, routes
+from app.api import links, problems, routes
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -82,4 +83,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     else:
         app.add_middleware(AllowedHosts, allowed=settings.allowed_host_list)
     app.add_middleware(RequestMetrics)
+    built = app.openapi
+
+    def openapi_with_links() -> dict[str, Any]:
+        """The document FastAPI builds (once), with the links between operations."""
+        first = app.openapi_schema is None
+        document = built()
+        return links.add_links(document) if first else document
+
+    app.openapi = openapi_with_links  # type: ignore[method-assign]
     return app

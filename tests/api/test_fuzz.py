@@ -4,7 +4,8 @@ A real ``leaseq serve`` process on a database of its own answers generated
 requests, valid and invalid. Every answer must conform to the schema (status,
 content type, body), no answer may be a 5xx, and every error must be a
 problem+json with a ``code``. Runs are derandomized and small, so CI is stable
-and quick.
+and quick. A stateful run follows the document's links (``app.api.links``) from a
+push to the lease, renew, complete and release of real leads.
 
 Two adjustments, not exclusions: ``wait_s`` of ``POST /lease`` is capped at
 0.2 s, since a long poll on an empty session would only spend the time budget
@@ -22,18 +23,25 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis.stateful import initialize, run_state_machine_as_test
 from schemathesis import GenerationMode
+from schemathesis.config import SchemathesisConfig
+from schemathesis.generation.stateful.state_machine import StepInput
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from app.api.app import create_app
 from app.config import Settings
+from app.pg import libpq_url
 from leaseq.client import IDEMPOTENCY_HEADER
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN
 from tests.conftest import _admin, with_database
@@ -42,26 +50,31 @@ from tests.serving import Service, Services
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 MAX_EXAMPLES = 25
+STATEFUL_EXAMPLES = 40
 MAX_BODY_BYTES: int = Settings.model_fields["max_body_bytes"].default
 MAX_WAIT_S = 0.2
 
 
 @pytest.fixture(scope="module")
-def fuzz_service(
-    server_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Service]:
+def fuzz_database(server_url: str, template_db: str) -> Iterator[str]:
+    """The URL of a migrated database of this module's own."""
     name = f"leaseq_fuzz_{uuid.uuid4().hex[:12]}"
     with _admin(server_url) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    services = Services(Path(tmp_path_factory.mktemp("fuzz")))
     try:
-        yield services.start(
-            "--sweep-interval", "3600", database_url=with_database(server_url, name)
-        )
+        yield with_database(server_url, name)
     finally:
-        services.close()
         with _admin(server_url) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def fuzz_service(fuzz_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    services = Services(Path(tmp_path_factory.mktemp("fuzz")))
+    try:
+        yield services.start("--sweep-interval", "3600", database_url=fuzz_database)
+    finally:
+        services.close()
 
 
 def _openapi() -> dict[str, Any]:
@@ -73,6 +86,9 @@ def _openapi() -> dict[str, Any]:
 OPENAPI = _openapi()
 SCHEMA = schemathesis.openapi.from_dict(OPENAPI)
 OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_operations())}
+# The stateful runs follow the document's own links only (no links inferred from names).
+NO_INFERENCE = {"phases": {"stateful": {"inference": {"algorithms": []}}}}
+LINKED = schemathesis.openapi.from_dict(OPENAPI, config=SchemathesisConfig.from_dict(NO_INFERENCE))
 # Negative cases need something to break: operations with parameters or a body.
 CASES = [(label, GenerationMode.POSITIVE) for label in sorted(OPERATIONS)] + [
     (label, GenerationMode.NEGATIVE)
@@ -113,21 +129,91 @@ def test_every_endpoint(fuzz_service: Service, label: str, mode: GenerationMode)
     )
     def check(case: Any) -> None:
         _capped(case)
-        response = case.call(base_url=fuzz_service.url, timeout=15)
-        if _holds_nul(case.body):
-            assert response.status_code == 422, (response.status_code, response.text)
-            case.validate_response(response, excluded_checks=[positive_data_acceptance])
-        elif response.status_code == 413:  # a refusal too, one schemathesis does not count
-            assert len(json.dumps(case.body, default=repr)) > MAX_BODY_BYTES / 2, response.text
-            case.validate_response(response, excluded_checks=[negative_data_rejection])
-        else:
-            case.validate_response(response)
-        assert response.status_code < 500, (response.status_code, response.text)
-        if response.status_code >= 400:
-            [content_type] = response.headers["content-type"]
-            assert content_type.startswith("application/problem+json"), content_type
-            problem = response.json()
-            assert isinstance(problem.get("code"), str) and problem["code"], problem
-            assert problem["status"] == response.status_code, problem
+        _answers_well(case, case.call(base_url=fuzz_service.url, timeout=15))
 
     check()
+
+
+def _answers_well(case: Any, response: Any) -> None:
+    """The answer conforms to the document, is never a 5xx, and an error is a problem."""
+    if _holds_nul(case.body):
+        assert response.status_code == 422, (response.status_code, response.text)
+        case.validate_response(response, excluded_checks=[positive_data_acceptance])
+    elif response.status_code == 413:  # a refusal too, one schemathesis does not count
+        assert len(json.dumps(case.body, default=repr)) > MAX_BODY_BYTES / 2, response.text
+        case.validate_response(response, excluded_checks=[negative_data_rejection])
+    else:
+        case.validate_response(response)
+    assert response.status_code < 500, (response.status_code, response.text)
+    if response.status_code >= 400:
+        [content_type] = response.headers["content-type"]
+        assert content_type.startswith("application/problem+json"), content_type
+        problem = response.json()
+        assert isinstance(problem.get("code"), str) and problem["code"], problem
+        assert problem["status"] == response.status_code, problem
+
+
+def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: str) -> None:
+    """Stateful runs: schemathesis follows the document's links (push → lease → renew →
+    complete, release, retry …) with the real ids and tokens of earlier answers. Each answer
+    passes the checks above, and after each run the ledger shows every lead completed at most
+    once and no two leases of a lead overlapping.
+
+    Each run starts from empty tables (ids from 1 again): a run replayed by hypothesis then
+    meets the state it met the first time, as its generation requires.
+    """
+    called: Counter[str] = Counter()
+    machine = LINKED.as_state_machine()
+    push = LINKED["/sessions/{session}/leads"]["POST"]
+
+    class Workflow(machine):  # type: ignore[misc,valid-type]
+        def setup(self) -> None:
+            with psycopg.connect(libpq_url(fuzz_database), autocommit=True) as conn:
+                conn.execute("TRUNCATE leads, lead_events, idempotency_keys RESTART IDENTITY")
+
+        @initialize(target=machine.bundles["POST /sessions/{session}/leads -> 201"])
+        def push_leads(self) -> Any:
+            """Every run starts with leads to lease: the links take it from there."""
+            leads = [{"payload": {"n": n}, "max_attempts": 2} for n in range(3)]
+            case = push.Case(
+                path_parameters={"session": "linked"},
+                body={"leads": leads},
+                media_type="application/json",
+            )
+            start = StepInput.initial(case)
+            self.recorder.record_case(case=case)  # as the machine's own rules record theirs
+            self.control.record_step(start, self.recorder)
+            return self.step(start)
+
+        def before_call(self, case: Any) -> None:
+            _capped(case)
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"base_url": fuzz_service.url, "timeout": 15}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            called[f"{case.method} {case.path} {response.status_code}"] += 1
+            _answers_well(case, response)
+
+        def teardown(self) -> None:
+            with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+                for name in http.get("/stats").json()["sessions"]:
+                    audit = http.get(f"/sessions/{name}/report").json()
+                    assert audit["double_completions"] == 0, (name, audit)
+                    assert audit["overlapping_leases"] == 0, (name, audit)
+            super().teardown()
+
+    run_state_machine_as_test(
+        Workflow,
+        settings=settings(
+            max_examples=STATEFUL_EXAMPLES,
+            stateful_step_count=8,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+    # The links were followed to the end of a lead's life, not only generated at random.
+    assert called["POST /lease 200"] and called["POST /renew 200"], called
+    assert called["POST /complete 200"] and called["POST /release 200"], called
