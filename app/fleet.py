@@ -20,8 +20,9 @@ spread out), and given back for what it did not get.
 
 Which sessions have work is this process's view: read from the database
 (``Queue.available``: the sessions with a lead that could be leased now; and
-the weights of ``Queue.settings_all``) at least every ``REFRESH_S``, and again
-when no session it knows of has work (at most every ``EMPTY_REFRESH_S``).
+the weights of ``Queue.settings_all``) every ``REFRESH_S`` in the background
+while leases go on, and at once when no session it knows of has work (at
+most every ``EMPTY_REFRESH_S``).
 Between reads a NOTIFY of work in a session adds it (``work_arrived``), and a
 lease that takes less than it asked takes the session out. A session whose cap
 or rate held a lease back is skipped until it may have room (its next token;
@@ -77,29 +78,36 @@ class Fleet:
         self._join(session)
         self._arrived.add(session)
 
-    def working(self) -> set[str]:
-        """The sessions this process believes have a lead available now."""
-        return set(self._working)
-
-    def clock_of(self, session: str) -> float | None:
-        """A session's virtual clock (its leases over its weight, from when it had work)."""
-        return self._clocks.get(session)
-
     def _join(self, session: str) -> None:
         """A session has work: back in the running at no less than the clock served last."""
         if session not in self._working:
             self._working.add(session)
             self._clocks[session] = max(self._clocks.get(session, self._virtual), self._virtual)
 
-    def _stale(self, now: float) -> bool:
-        age = now - self._read_at
-        return age >= REFRESH_S or (not self._working and age >= EMPTY_REFRESH_S)
-
     async def read(self) -> None:
         """Read which sessions have work, and the weights; concurrent callers share one read."""
+        await asyncio.shield(self._start_reading())
+
+    def _start_reading(self) -> asyncio.Future[None]:
         if self._reading is None or self._reading.done():
             self._reading = asyncio.ensure_future(self._read())
-        await asyncio.shield(self._reading)
+            self._reading.add_done_callback(_retrieved)
+        return self._reading
+
+    async def close(self) -> None:
+        """Stop a read of the view in the background (shutdown)."""
+        if self._reading is not None and not self._reading.done():
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+
+    async def _refresh(self) -> None:
+        """Keep the view at most REFRESH_S old: read in the background while this process
+        knows of sessions with work (no lease waits for it), at once when it knows of none."""
+        age = self._clock() - self._read_at
+        if not self._working and age >= EMPTY_REFRESH_S:
+            await self.read()
+        elif age >= REFRESH_S:
+            self._start_reading()
 
     async def _read(self) -> None:
         started = self._clock()
@@ -160,14 +168,15 @@ class Fleet:
         validation.lease_max(max)
         if ttl_s is not None:
             validation.ttl(ttl_s)
-        request: dict[str, Any] = {
-            "sessions": None if wanted is None else sorted(wanted),
-            "owner": owner,
-            "max": max,
-            "ttl_s": ttl_s,
-        }
-        for _ in range(2):  # the view as it is, then once more read again
-            if self._stale(self._clock()):
+        request: dict[str, Any] | None = None
+        if idempotency_key is not None:  # what the key stands for: the sessions asked
+            listed = None if wanted is None else sorted(wanted)
+            request = {"sessions": listed, "owner": owner, "max": max, "ttl_s": ttl_s}
+        await self._refresh()
+        for again in (False, True):  # the view as it is; if nothing came of it, read anew
+            if again:
+                if self._clock() - self._read_at < EMPTY_REFRESH_S:
+                    break
                 await self.read()
             tried: set[str] = set()
             while len(tried) < TRIES:
@@ -180,10 +189,12 @@ class Fleet:
                 )
                 if leased.leases:
                     return leased.leases
-            if self._clock() - self._read_at < EMPTY_REFRESH_S:
-                break
-            self._read_at = -math.inf  # nothing found: read the view again
         return []
+
+    def _give_back(self, session: str, share: float) -> None:
+        """Take back a reservation a lease did not use (unless a read forgot the session)."""
+        if session in self._clocks:
+            self._clocks[session] -= share
 
     async def _lease_one(
         self,
@@ -192,7 +203,7 @@ class Fleet:
         asked: int,
         ttl_s: float | None,
         idempotency_key: str | None,
-        request: dict[str, Any],
+        request: dict[str, Any] | None,
         now: datetime | None,
     ) -> Leased:
         """Lease ``session``: its clock advanced by what it took, its work and limits noted."""
@@ -211,13 +222,20 @@ class Fleet:
                 now=now,
             )
         except BaseException:
-            self._clocks[session] -= asked / weight
+            self._give_back(session, asked / weight)
             raise
         taken = len(leased.leases)
-        self._clocks[session] -= (asked - taken) / weight
+        self._give_back(session, (asked - taken) / weight)
         held_back = leased.next_token_s or (CAPPED_RETRY_S if leased.capped else None)
         if held_back is not None:
             self._held_until[session] = self._clock() + held_back
         elif taken < asked:  # it had no more
             self._working.discard(session)
         return leased
+
+
+def _retrieved(reading: asyncio.Future[None]) -> None:
+    """A read that failed in the background is tried again by the next lease; its error (an
+    outage: Unavailable) is the next caller's to see, not a warning of an unread exception."""
+    if not reading.cancelled():
+        reading.exception()

@@ -236,7 +236,7 @@ class Listener:
 async def lease_waiting(
     queue: Queue,
     listener: Listener,
-    session: str,
+    session: str | Collection[str] | None,
     owner: str,
     *,
     max: int,
@@ -244,8 +244,10 @@ async def lease_waiting(
     wait_s: float,
     gone: Callable[[], Awaitable[bool]] | None = None,
     idempotency_key: str | None = None,
+    fleet: Fleet | None = None,
 ) -> list[Lease]:
-    """``queue.lease_next``, held up to ``wait_s`` seconds until work arrives; [] when none.
+    """``queue.lease_next`` of ``session`` (several, or None for any: ``fleet.lease`` across
+    them), held up to ``wait_s`` seconds until work arrives in one of them; [] when none.
 
     The first attempt's errors propagate (bad input, outage). A re-try after a
     wake-up that finds the database unavailable keeps waiting; only the last
@@ -255,37 +257,24 @@ async def lease_waiting(
     ``max_waiters`` a request that would have to wait gets Unavailable. Leases
     taken under an ``idempotency_key`` are kept for its retry instead.
     """
+    if isinstance(session, str):
+        one = session
 
-    async def take() -> list[Lease]:
-        return await queue.lease_next(
-            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
-        )
+        async def take() -> list[Lease]:
+            return await queue.lease_next(
+                one, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+            )
+    else:
+        if fleet is None:
+            raise ValueError("a lease across sessions needs the fleet")
+        across = fleet
+
+        async def take() -> list[Lease]:
+            return await across.lease(
+                session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+            )
 
     return await _waiting(take, queue, listener, session, wait_s, gone, idempotency_key)
-
-
-async def lease_waiting_across(
-    fleet: Fleet,
-    listener: Listener,
-    sessions: Collection[str] | None,
-    owner: str,
-    *,
-    max: int,
-    ttl_s: float | None,
-    wait_s: float,
-    gone: Callable[[], Awaitable[bool]] | None = None,
-    idempotency_key: str | None = None,
-) -> list[Lease]:
-    """``fleet.lease`` across ``sessions`` (None: any), held as ``lease_waiting`` holds a lease
-    of one session: woken by work in any of them."""
-
-    async def take() -> list[Lease]:
-        return await fleet.lease(
-            sessions, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
-        )
-
-    waits_on = None if sessions is None else list(sessions)
-    return await _waiting(take, fleet.queue, listener, waits_on, wait_s, gone, idempotency_key)
 
 
 async def _waiting(

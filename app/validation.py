@@ -84,15 +84,29 @@ def lease_max(value: Any) -> int:
     return integer("max", value, low=1, high=MAX_LEASE_BATCH)
 
 
+# Lists of sessions found good, as a worker sends the same list with every lease: checking
+# one again is a set lookup, not a pattern match per name.
+_good_session_sets: dict[frozenset[str], None] = {}
+GOOD_SESSION_SETS = 64
+
+
 def lease_sessions(values: Any) -> frozenset[str]:
     """The sessions a lease across sessions may choose from: 1 to MAX_LEASE_SESSIONS names."""
     if isinstance(values, str | bytes) or not isinstance(values, Collection):
         raise InvalidInput("sessions", "must be a list of session names")
     batch("sessions", list(values), high=MAX_LEASE_SESSIONS)
-    for value in values:
-        if not isinstance(value, str) or not _session_re.fullmatch(value):
+    if not all(isinstance(value, str) for value in values):
+        raise InvalidInput("sessions", f"each must match {SESSION_PATTERN}")
+    names = frozenset(values)
+    if names in _good_session_sets:
+        return names
+    for name in names:
+        if not _session_re.fullmatch(name):
             raise InvalidInput("sessions", f"each must match {SESSION_PATTERN}")
-    return frozenset(values)
+    if len(_good_session_sets) >= GOOD_SESSION_SETS:
+        _good_session_sets.pop(next(iter(_good_session_sets)))
+    _good_session_sets[names] = None
+    return names
 
 
 def lead_id(value: Any, field: str = "lead_id") -> int:

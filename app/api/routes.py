@@ -43,7 +43,7 @@ from app.api.schemas import (
     SweepOut,
 )
 from app.dashboard import page
-from app.listener import lease_waiting, lease_waiting_across
+from app.listener import lease_waiting
 from app.queue import Queue
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
@@ -153,30 +153,18 @@ async def lease(
     when none is asked), and its lead the `checkpoint` its last holder left. With an
     `Idempotency-Key`, the same request sent again gets the leases the first one took
     (those still valid), never new ones."""
-    if body.session is not None:
-        leases = await lease_waiting(
-            runtime.queue,
-            runtime.listener,
-            body.session,
-            body.owner,
-            max=body.max,
-            ttl_s=body.ttl_s,
-            wait_s=body.wait_s,
-            gone=request.is_disconnected,
-            idempotency_key=idempotency_key,
-        )
-    else:
-        leases = await lease_waiting_across(
-            runtime.fleet,
-            runtime.listener,
-            body.sessions,
-            body.owner,
-            max=body.max,
-            ttl_s=body.ttl_s,
-            wait_s=body.wait_s,
-            gone=request.is_disconnected,
-            idempotency_key=idempotency_key,
-        )
+    leases = await lease_waiting(
+        runtime.queue,
+        runtime.listener,
+        body.session if body.session is not None else body.sessions,
+        body.owner,
+        max=body.max,
+        ttl_s=body.ttl_s,
+        wait_s=body.wait_s,
+        gone=request.is_disconnected,
+        idempotency_key=idempotency_key,
+        fleet=runtime.fleet,
+    )
     metrics.LEASES.inc(len(leases))
     return LeasesOut.of(leases)
 

@@ -101,6 +101,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.fleet.close()
         await self.db.close()  # after the statements whose callers stopped waiting
         metrics.POOL.labels("size").dec(self.db.size)
         metrics.process_exit()
