@@ -138,6 +138,15 @@ async def test_concurrent_leasers_never_exceed_the_cap(database_url: str) -> Non
     assert len(every) == len(set(every)) == 400
 
 
+async def test_a_capped_lease_sent_again_with_its_key_gets_the_same_leases(queue: Queue) -> None:
+    await queue.push("s", leads(10))
+    await queue.put_settings("s", SessionSettings(max_leased=3))
+    first = await queue.lease_next("s", "w", max=5, idempotency_key="k", now=T0)
+    again = await queue.lease_next("s", "w", max=5, idempotency_key="k", now=T0)
+    assert len(first) == 3 and [x.token for x in again] == [x.token for x in first]
+    assert await held(queue, "s") == 3  # the retry took nothing more
+
+
 # -- the rate ----------------------------------------------------------------------
 
 

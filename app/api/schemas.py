@@ -405,6 +405,16 @@ class ReportOut(Answer):
 class SettingsIn(Body):
     """A session's settings; a field left out takes its default (PUT replaces them all)."""
 
+    # A burst sizes a rate's bucket: no burst, or a rate (stated as the validator checks it).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"burst": {"type": "null"}}},
+                {"required": ["rate_per_s"], "properties": {"rate_per_s": {"type": "number"}}},
+            ]
+        }
+    )
+
     weight: float = Field(
         SessionSettings().weight,
         gt=0,
