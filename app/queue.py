@@ -144,13 +144,14 @@ class Leased:
     next_token_s: float | None = None
 
 
-def _held_back(gate: Mapping[str, Any], leased: int) -> Leased:
-    """What ``sql.lease_limited``'s answer says held the session back, once ``leased`` left."""
+def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
+    """``leases``, and what ``sql.lease_limited``'s answer (``gate``, any of its rows) says held
+    the session back once they were taken: no room under its cap, no whole token left."""
     room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
-    capped = room is not None and room <= leased
-    left = None if tokens is None else tokens - leased
+    capped = room is not None and room <= len(leases)
+    left = None if tokens is None else tokens - len(leases)
     next_token_s = None if left is None or left >= 1 else (1 - left) / rate
-    return Leased(capped=capped, next_token_s=next_token_s)
+    return Leased(leases, capped, next_token_s)
 
 
 class Queue:
@@ -364,10 +365,7 @@ class Queue:
             else:  # its limits were lifted meanwhile
                 rows = await execute(conn, sql.lease_next(self.ledger), params)
         leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
-        if "room" not in rows[0]:
-            return Leased(leases)
-        held_back = _held_back(rows[0], len(leases))
-        return Leased(leases, held_back.capped, held_back.next_token_s)
+        return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
 
     async def renew(
         self,
