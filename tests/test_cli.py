@@ -1,4 +1,4 @@
-"""The ``leaseq`` client verbs (push, stats, sweep) against a real ``leaseq serve`` process.
+"""The ``leaseq`` client verbs (push, stats, sweep, sessions) against a real ``leaseq serve``.
 
 Each verb runs as a subprocess; failures must be one line on stderr and a
 non-zero exit. The only sleep lets a 1 s lease expire before a sweep.
