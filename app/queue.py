@@ -175,6 +175,9 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
+        # Sessions last found limited: their leases go straight to the limited path, whose
+        # lock finds out if they still are. A hint that saves a round trip, never a decision.
+        self._limited: set[str] = set()
 
     async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
         return await self.db.rows(query, params)
@@ -304,7 +307,8 @@ class Queue:
         """``lease_next``, saying what held the session back (its cap, its rate).
 
         A session without limits is one statement. A session with a cap or a
-        rate is leased in a transaction that first locks its settings row, so
+        rate (found so by that statement, or last time) is leased in a
+        transaction that first locks its settings row, so
         its leases take turns and each counts what is held after the one
         before committed: across every API process, it never holds more than
         ``max_leased``. ``request`` is what an ``idempotency_key`` stands for
@@ -324,10 +328,12 @@ class Queue:
         }
 
         async def lease(conn: Connection) -> Leased:
-            rows = await execute(conn, sql.lease_next(self.ledger), params)
-            if rows and rows[0]["limited"]:
-                return await self._lease_limited(conn, params, ttl)
-            return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
+            if session not in self._limited:
+                rows = await execute(conn, sql.lease_next(self.ledger), params)
+                if not rows or not rows[0]["limited"]:
+                    return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
+                self._limited.add(session)
+            return await self._lease_limited(conn, params, ttl)
 
         if idempotency_key is None:
             return await self.db.run(lease)
@@ -362,7 +368,8 @@ class Queue:
         async with conn.transaction():
             if await execute(conn, sql.lock_settings(), params):
                 rows = await execute(conn, sql.lease_limited(self.ledger), params)
-            else:  # its limits were lifted meanwhile
+            else:  # its limits were lifted
+                self._limited.discard(params["session"])
                 rows = await execute(conn, sql.lease_next(self.ledger), params)
         leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
         return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
