@@ -15,6 +15,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Double,
     Identity,
     Index,
     Integer,
@@ -88,6 +89,8 @@ leads = Table(
     # A queued lead whose available_at was in the future when it was queued (revision 0004):
     # kept out of leads_ready until promoted (app.sql.lease_next, app.sql.promote).
     Column("scheduled", Boolean, nullable=False, server_default=text("false")),
+    # What the holder's renewals last carried, handed to the next holder (revision 0005).
+    Column("checkpoint", JSONB, nullable=True),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -171,6 +174,32 @@ idempotency_keys = Table(
     PrimaryKeyConstraint("verb", "key", name="idempotency_keys_pkey"),
     CheckConstraint(_in("verb", IDEMPOTENT_VERBS), name="idempotency_keys_verb_valid"),
     Index("idempotency_keys_created", "created_at"),
+)
+
+
+# A session's weight in a lease across sessions, its cap and its token bucket (revision 0005).
+# A session without a row has the defaults (weight 1, no limits); see app.fleet.
+session_settings = Table(
+    "session_settings",
+    metadata,
+    Column("session", Text, nullable=False),
+    Column("weight", Double, nullable=False, server_default=text("1")),
+    Column("max_leased", Integer, nullable=True),
+    Column("rate_per_s", Double, nullable=True),
+    Column("burst", Integer, nullable=True),
+    # The bucket: its level at refilled_at (database clock); NULL until first drawn from.
+    Column("tokens", Double, nullable=True),
+    Column("refilled_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="session_settings_session_valid"),
+    CheckConstraint("weight > 0", name="session_settings_weight_positive"),
+    CheckConstraint("max_leased >= 0", name="session_settings_max_leased_nonnegative"),
+    CheckConstraint("rate_per_s > 0", name="session_settings_rate_positive"),
+    CheckConstraint(
+        "burst IS NULL OR (burst >= 1 AND rate_per_s IS NOT NULL)",
+        name="session_settings_burst_with_rate",
+    ),
+    PrimaryKeyConstraint("session", name="session_settings_pkey"),
 )
 
 

@@ -3,10 +3,13 @@
 One ``Listener`` per process keeps one dedicated psycopg connection
 LISTENing on ``app.sql.NOTIFY_CHANNEL`` (push, release, retry and sweep
 NOTIFY it with the session and how many leads became available) and wakes
-that many of the requests waiting on that session: one push of one lead runs
-one lease statement, not one per waiter. A waiting request holds no database
+that many of the requests waiting on that session (a request waiting on several
+sessions, or on any, counts as waiting on each): one push of one lead runs one
+lease statement, not one per waiter. A waiting request holds no database
 connection: it sleeps on an ``asyncio.Event`` of its own and only takes a
-pooled connection to re-try ``lease_next``.
+pooled connection to re-try ``lease_next`` (``Fleet.lease`` across sessions).
+Each notification is also handed to ``on_work`` (the fleet's view of which
+sessions have work) before anyone is woken.
 
 Notifications are a hint, never needed for correctness: a waiter also wakes
 every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
@@ -29,13 +32,14 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from contextlib import asynccontextmanager
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
+from app.fleet import Fleet
 from app.pg import libpq_url
 from app.queue import Queue
 from app.sql import NOTIFY_CHANNEL
@@ -100,15 +104,19 @@ class Listener:
         max_waiters: int = 1000,
         poll_interval_s: float = 1.5,
         connect_timeout_s: int = 5,
+        on_work: Callable[[str], None] | None = None,
     ) -> None:
-        """``database_url``: a direct connection to LISTEN on; None: never listen (slow poll)."""
+        """``database_url``: a direct connection to LISTEN on; None: never listen (slow poll).
+        ``on_work(session)`` hears every session a notification names."""
         self._conninfo = (
             None if database_url is None else make_conninfo(libpq_url(database_url), **KEEPALIVES)
         )
         self.max_waiters = max_waiters
         self.poll_interval_s = poll_interval_s
         self.connect_timeout_s = connect_timeout_s
+        self.on_work = on_work
         self._slots: dict[str, list[Waiter]] = {}
+        self._anywhere: list[Waiter] = []  # waiting on any session
         self._waiters = 0
         self.closed = False
         self.connected = False
@@ -121,42 +129,49 @@ class Listener:
     # -- waiting -------------------------------------------------------------
 
     @asynccontextmanager
-    async def waiting(self, session: str) -> AsyncIterator[Waiter]:
-        """Register a waiter on ``session``. Raises Unavailable beyond ``max_waiters``."""
+    async def waiting(self, sessions: str | Collection[str] | None) -> AsyncIterator[Waiter]:
+        """Register a waiter on a session, on several, or on any (None). Raises Unavailable
+        beyond ``max_waiters``."""
         if self._waiters >= self.max_waiters:
             raise Unavailable("too many lease requests waiting; try again shortly")
         waiter = Waiter()
-        slot = self._slots.setdefault(session, [])
-        slot.append(waiter)
+        names = (sessions,) if isinstance(sessions, str) else sessions
+        slots = (
+            [self._anywhere] if names is None else [self._slots.setdefault(n, []) for n in names]
+        )
+        for slot in slots:
+            slot.append(waiter)
         self._waiters += 1
         metrics.WAITERS.inc()
         try:
             yield waiter
         finally:
-            slot.remove(waiter)
+            for slot in slots:
+                slot.remove(waiter)
             self._waiters -= 1
             metrics.WAITERS.dec()
-            if not slot and self._slots.get(session) is slot:
-                del self._slots[session]
+            for name in names or ():
+                if not self._slots.get(name, True):
+                    del self._slots[name]
 
     def wake(self, session: str, leads: int | None = None) -> None:
-        """Wake as many requests waiting on ``session`` as ``leads`` became available
-        (those asleep first, oldest first); every one when None."""
-        slot = self._slots.get(session)
-        if slot is None:
-            return
-        chosen = wake_order(slot)
+        """Wake as many requests waiting on ``session`` (or on any) as ``leads`` became
+        available (those asleep first, oldest first); every one when None."""
+        slot = self._slots.get(session, [])
+        chosen = wake_order([*slot, *self._anywhere])
         for waiter in chosen if leads is None else chosen[:leads]:
             waiter.wake()
 
     def notified(self, payload: str) -> None:
         """A NOTIFY's payload (``session n``, or a bare session: wake all)."""
         session, _, count = payload.partition(" ")
+        if self.on_work is not None:
+            self.on_work(session)
         self.wake(session, int(count) if count.isdigit() else None)
 
     def wake_all(self) -> None:
-        for session in list(self._slots):
-            self.wake(session)
+        for waiter in {*self._anywhere, *(w for slot in self._slots.values() for w in slot)}:
+            waiter.wake()
 
     def close(self) -> None:
         """Stop waiting: every waiter returns what it has (shutdown). Call on the event loop."""
@@ -221,7 +236,7 @@ class Listener:
 async def lease_waiting(
     queue: Queue,
     listener: Listener,
-    session: str,
+    session: str | Collection[str] | None,
     owner: str,
     *,
     max: int,
@@ -229,8 +244,10 @@ async def lease_waiting(
     wait_s: float,
     gone: Callable[[], Awaitable[bool]] | None = None,
     idempotency_key: str | None = None,
+    fleet: Fleet | None = None,
 ) -> list[Lease]:
-    """``queue.lease_next``, held up to ``wait_s`` seconds until work arrives; [] when none.
+    """``queue.lease_next`` of ``session`` (several, or None for any: ``fleet.lease`` across
+    them), held up to ``wait_s`` seconds until work arrives in one of them; [] when none.
 
     The first attempt's errors propagate (bad input, outage). A re-try after a
     wake-up that finds the database unavailable keeps waiting; only the last
@@ -240,11 +257,39 @@ async def lease_waiting(
     ``max_waiters`` a request that would have to wait gets Unavailable. Leases
     taken under an ``idempotency_key`` are kept for its retry instead.
     """
+    if isinstance(session, str):
+        one = session
+
+        async def take() -> list[Lease]:
+            return await queue.lease_next(
+                one, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+            )
+    else:
+        if fleet is None:
+            raise ValueError("a lease across sessions needs the fleet")
+        across = fleet
+
+        async def take() -> list[Lease]:
+            return await across.lease(
+                session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+            )
+
+    return await _waiting(take, queue, listener, session, wait_s, gone, idempotency_key)
+
+
+async def _waiting(
+    take: Callable[[], Awaitable[list[Lease]]],
+    queue: Queue,
+    listener: Listener,
+    sessions: str | Collection[str] | None,
+    wait_s: float,
+    gone: Callable[[], Awaitable[bool]] | None,
+    idempotency_key: str | None,
+) -> list[Lease]:
+    """The long poll of ``lease_waiting``, around ``take`` (one lease attempt)."""
 
     async def attempt() -> list[Lease]:
-        leases = await queue.lease_next(
-            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
-        )
+        leases = await take()
         if leases and idempotency_key is None and gone is not None and await gone():
             for lease in leases:  # nobody would receive them
                 with contextlib.suppress(LeaseqError):
@@ -260,7 +305,7 @@ async def lease_waiting(
             return leases
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
-    async with listener.waiting(session) as waiter:
+    async with listener.waiting(sessions) as waiter:
         first = True
         while True:
             try:

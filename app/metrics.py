@@ -12,8 +12,9 @@ any process sums the counters and histograms of all of them; the gauges of
 live processes are summed too (``livesum``), and a process marks itself dead
 as it stops (``process_exit``).
 
-``leaseq_leads`` is not kept here: it is read from the database at each scrape
-(``render(stats)``), so every process answers the same. At most
+``leaseq_leads`` and ``leaseq_oldest_available_age_seconds`` are not kept here:
+they are read from the database at each scrape (``render(stats)``), so every
+process answers the same. At most
 ``MAX_SESSIONS`` sessions (most pending first) get their own label; the rest
 are summed under ``session="_other"`` (not a valid session name), so the
 number of series stays bounded.
@@ -137,14 +138,8 @@ def count_sweep(result: SweepResult, trigger: str) -> None:
     SWEPT.labels("failed").inc(result.failed)
 
 
-def leads_family(stats: AllCounts, max_sessions: int = MAX_SESSIONS) -> GaugeMetricFamily:
-    """``leaseq_leads{session, status}``: the busiest sessions, the rest as ``_other``."""
-    family = GaugeMetricFamily(
-        "leaseq_leads",
-        f"Leads by session and status, read at scrape time (beyond {max_sessions} sessions, "
-        f"the least pending are summed as session {OTHER_SESSIONS}).",
-        labels=["session", "status"],
-    )
+def _shown(stats: AllCounts, max_sessions: int) -> list[tuple[str, Counts]]:
+    """The sessions with a label of their own (most pending first), the rest as ``_other``."""
     ranked = sorted(stats.sessions.items(), key=lambda item: (-item[1].pending, item[0]))
     shown: list[tuple[str, Counts]] = ranked[:max_sessions]
     rest = ranked[max_sessions:]
@@ -153,9 +148,36 @@ def leads_family(stats: AllCounts, max_sessions: int = MAX_SESSIONS) -> GaugeMet
         for _, counts in rest:
             other = other + counts
         shown.append((OTHER_SESSIONS, other))
-    for session, counts in shown:
+    return shown
+
+
+def leads_family(stats: AllCounts, max_sessions: int = MAX_SESSIONS) -> GaugeMetricFamily:
+    """``leaseq_leads{session, status}``: the busiest sessions, the rest as ``_other``."""
+    family = GaugeMetricFamily(
+        "leaseq_leads",
+        f"Leads by session and status, read at scrape time (beyond {max_sessions} sessions, "
+        f"the least pending are summed as session {OTHER_SESSIONS}).",
+        labels=["session", "status"],
+    )
+    for session, counts in _shown(stats, max_sessions):
         for status in STATUSES:
             family.add_metric([session, status], getattr(counts, status))
+    return family
+
+
+def oldest_available_family(
+    stats: AllCounts, max_sessions: int = MAX_SESSIONS
+) -> GaugeMetricFamily:
+    """``leaseq_oldest_available_age_seconds{session}``: the scaling signal, per session."""
+    family = GaugeMetricFamily(
+        "leaseq_oldest_available_age_seconds",
+        "Seconds, on the database clock, since the oldest lead that could be leased now became "
+        "available; 0 when none. Read at scrape time, for the sessions of leaseq_leads "
+        f"({OTHER_SESSIONS}: the oldest of the rest). Scale workers on it.",
+        labels=["session"],
+    )
+    for session, counts in _shown(stats, max_sessions):
+        family.add_metric([session], counts.oldest_available_age_s or 0.0)
     return family
 
 
@@ -172,8 +194,9 @@ class _Snapshot:
 def render(stats: AllCounts | None = None) -> bytes:
     """Every metric in the Prometheus text format (of every process when multiprocess).
 
-    ``stats`` (``Queue.stats_all``) adds ``leaseq_leads``; None leaves it out
-    (the database did not answer).
+    ``stats`` (``Queue.stats_all``) adds ``leaseq_leads`` and
+    ``leaseq_oldest_available_age_seconds``; None leaves them out (the database did
+    not answer).
     """
     directory = os.environ.get(MULTIPROC_ENV)
     if directory:
@@ -184,7 +207,7 @@ def render(stats: AllCounts | None = None) -> bytes:
     text = generate_latest(registry)
     if stats is not None:
         snapshot = CollectorRegistry(auto_describe=False)
-        snapshot.register(_Snapshot([leads_family(stats)]))
+        snapshot.register(_Snapshot([leads_family(stats), oldest_available_family(stats)]))
         text += generate_latest(snapshot)
     return text
 

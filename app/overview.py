@@ -1,10 +1,11 @@
 """The operator's overview of the queue at one instant: what the dashboard shows.
 
-One ``snapshot`` is seven statements (``app.sql``) on one connection: the
+One ``snapshot`` is eight statements (``app.sql``) on one connection: the
 database clock, whether the server runs autovacuum, counts per session, the
-age of the oldest queued lead per session, completions and wasted attempts
-per minute over the last ``WINDOW_MINUTES`` (from the ledger), the leases
-closest to expiry and the latest failures. Part of the domain, as the report
+age of the oldest available lead per session, the sessions' settings (weight,
+cap, rate), completions and wasted attempts per minute over the last
+``WINDOW_MINUTES`` (from the ledger), the leases closest to expiry and the
+latest failures. Part of the domain, as the report
 is: the dashboard (``app.dashboard``) shapes it, and knows no SQL.
 
 The window is read through index ``lead_events_outcomes_at`` (the ends of
@@ -20,8 +21,8 @@ from typing import cast
 
 from app import sql
 from app.pg import Connection, Row, execute
-from app.queue import Queue, counts_by_session
-from leaseq.model import Counts
+from app.queue import Queue, counts_by_session, settings_of
+from leaseq.model import Counts, SessionSettings
 
 WINDOW_MINUTES = 15
 MAX_SESSIONS = 100
@@ -31,13 +32,14 @@ FAILURES = 10
 
 @dataclass(frozen=True, slots=True)
 class SessionView:
-    """One session's line: counts, the oldest queued lead's age, and its last minutes."""
+    """One session's line: counts (with its oldest available lead's age), its last minutes,
+    and its settings (None for the total, which has none)."""
 
     name: str
     counts: Counts
-    oldest_queued_s: float | None = None
     completed_per_minute: list[int] = field(default_factory=lambda: [0] * WINDOW_MINUTES)
     wasted_per_minute: list[int] = field(default_factory=lambda: [0] * WINDOW_MINUTES)
+    settings: SessionSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +83,15 @@ class Snapshot:
 Rows = list[Row]
 
 
-async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows]:
+async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows]:
     [now] = await execute(conn, sql.db_now())
     [autovacuum] = await execute(conn, sql.autovacuum())
     return (
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
         await execute(conn, sql.stats_all()),
-        await execute(conn, sql.oldest_queued()),
+        await execute(conn, sql.oldest_available(), {"now": None}),
+        await execute(conn, sql.settings_all()),
         await execute(conn, sql.per_minute(WINDOW_MINUTES)),
         await execute(conn, sql.expiring(), {"limit": EXPIRING}),
         await execute(conn, sql.failures(), {"limit": FAILURES}),
@@ -102,26 +105,27 @@ async def snapshot(queue: Queue) -> Snapshot:
         autovacuum,
         counts_rows,
         oldest_rows,
+        settings_rows,
         minute_rows,
         expiring_rows,
         failure_rows,
     ) = await queue.db.run(_read)
-    counts = counts_by_session(counts_rows)
-    oldest = {r["session"]: float(r["age_s"]) for r in oldest_rows}
+    counts = counts_by_session(counts_rows, oldest_rows)
+    settings = {r["session"]: settings_of(r) for r in settings_rows}
     completed: dict[str, list[int]] = {}
     wasted: dict[str, list[int]] = {}
     for row in minute_rows:
         slot = WINDOW_MINUTES - 1 - int(row["ago"])
         completed.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["completed"])
         wasted.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["wasted"])
-    names = set(counts) | set(completed)
+    names = set(counts) | set(completed) | set(settings)
     views = [
         SessionView(
             name,
             counts.get(name, Counts()),
-            oldest.get(name),
             completed.get(name, [0] * WINDOW_MINUTES),
             wasted.get(name, [0] * WINDOW_MINUTES),
+            settings.get(name, SessionSettings()),
         )
         for name in names
     ]
@@ -132,7 +136,6 @@ async def snapshot(queue: Queue) -> Snapshot:
     total_view = SessionView(
         "total",
         total,
-        max(oldest.values(), default=None),
         [sum(v.completed_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
         [sum(v.wasted_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    SessionSettings,
     SweepResult,
 )
 
@@ -56,6 +57,8 @@ SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
 PROMOTE_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
+# How long a change of settings waits for the leases in flight (sql.settings_barrier).
+SETTINGS_LOCK_TIMEOUT = "2s"
 
 
 def new_token() -> str:
@@ -100,12 +103,55 @@ def _lease(row: Mapping[str, Any], ttl_s: float) -> Lease:
     )
 
 
-def counts_by_session(rows: Sequence[Mapping[str, Any]]) -> dict[str, Counts]:
-    """The rows of ``sql.stats_all`` (session, status, n) as counts per session, by name."""
+def counts_by_session(
+    rows: Sequence[Mapping[str, Any]], ages: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Counts]:
+    """The rows of ``sql.stats_all`` (session, status, n) as counts per session, by name, with
+    the age of each session's oldest available lead from those of ``sql.oldest_available``."""
     by_session: dict[str, dict[str, int]] = {}
     for row in rows:
         by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
-    return {name: Counts(**counts) for name, counts in sorted(by_session.items())}
+    oldest = {row["session"]: float(row["age_s"]) for row in ages}
+    return {
+        name: Counts(**counts, oldest_available_age_s=oldest.get(name))
+        for name, counts in sorted(by_session.items())
+    }
+
+
+def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
+    """A row of ``sql.settings_get`` or ``settings_all`` as settings; None: the defaults."""
+    if row is None:
+        return SessionSettings()
+    return SessionSettings(
+        weight=row["weight"],
+        max_leased=row["max_leased"],
+        rate_per_s=row["rate_per_s"],
+        burst=row["burst"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """What a lease of one session took, and what held it back, if anything.
+
+    ``capped``: the session holds ``max_leased`` leads now (no room is left);
+    ``next_token_s``: its bucket holds no whole token, and will in this many
+    seconds. A caller choosing among sessions skips such a session meanwhile.
+    """
+
+    leases: list[Lease] = field(default_factory=list)
+    capped: bool = False
+    next_token_s: float | None = None
+
+
+def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
+    """``leases``, and what ``sql.lease_limited``'s answer (``gate``, any of its rows) says held
+    the session back once they were taken: no room under its cap, no whole token left."""
+    room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
+    capped = room is not None and room <= len(leases)
+    left = None if tokens is None else tokens - len(leases)
+    next_token_s = None if left is None or left >= 1 else (1 - left) / rate
+    return Leased(leases, capped, next_token_s)
 
 
 class Queue:
@@ -129,6 +175,9 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
+        # Sessions last found limited: their leases go straight to the limited path, whose
+        # lock finds out if they still are. A hint that saves a round trip, never a decision.
+        self._limited: set[str] = set()
 
     async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
         return await self.db.rows(query, params)
@@ -236,7 +285,34 @@ class Queue:
         Each lease carries the ``ttl_s`` granted (the service's default when
         none is asked). With an ``idempotency_key``, the same request again gets
         the leases the first one took that are still valid, never new ones; a
-        request that took nothing leaves its key free.
+        request that took nothing leaves its key free. A session's cap and rate
+        (``put_settings``) bound what it takes.
+        """
+        leased = await self.lease_from(
+            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key, now=now
+        )
+        return leased.leases
+
+    async def lease_from(
+        self,
+        session: str,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        idempotency_key: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Leased:
+        """``lease_next``, saying what held the session back (its cap, its rate).
+
+        A session without limits is one statement. A session with a cap or a
+        rate (found so by that statement, or last time) is leased in a
+        transaction that first locks its settings row, so
+        its leases take turns and each counts what is held after the one
+        before committed: across every API process, it never holds more than
+        ``max_leased``. ``request`` is what an ``idempotency_key`` stands for
+        (a lease across sessions: the sessions asked, not the one chosen).
         """
         validation.session(session)
         validation.owner(owner)
@@ -251,24 +327,29 @@ class Queue:
             "tokens": [new_token() for _ in range(max)],
         }
 
-        async def lease(conn: Connection) -> list[Lease]:
-            rows = await execute(conn, sql.lease_next(self.ledger), params)
-            return [_lease(row, ttl) for row in rows]
+        async def lease(conn: Connection) -> Leased:
+            if session not in self._limited:
+                rows = await execute(conn, sql.lease_next(self.ledger), params)
+                if not rows or not rows[0]["limited"]:
+                    return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
+                self._limited.add(session)
+            return await self._lease_limited(conn, params, ttl)
 
         if idempotency_key is None:
             return await self.db.run(lease)
 
-        def encode(leases: list[Lease]) -> Any:
-            taken = [[lease.lead.id, lease.token] for lease in leases]
+        def encode(leased: Leased) -> Any:
+            taken = [[lease.lead.id, lease.token] for lease in leased.leases]
             return {"ttl_s": ttl, "leases": taken} if taken else None
 
-        async def decode(conn: Connection, answer: Any) -> list[Lease]:
+        async def decode(conn: Connection, answer: Any) -> Leased:
             ids, tokens = zip(*answer["leases"], strict=True)
             held = {"ids": list(ids), "tokens": list(tokens), "now": now}
             rows = await execute(conn, sql.valid_leases(), held)
-            return [_lease(row, answer["ttl_s"]) for row in rows]
+            return Leased([_lease(row, answer["ttl_s"]) for row in rows])
 
-        request = {"session": session, "owner": owner, "max": max, "ttl_s": ttl}
+        if request is None:
+            request = {"session": session, "owner": owner, "max": max, "ttl_s": ttl}
         return await self.db.run(
             lambda conn: idempotency.once(
                 conn,
@@ -282,11 +363,32 @@ class Queue:
             )
         )
 
+    async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
+        """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
+        async with conn.transaction():
+            if await execute(conn, sql.lock_settings(), params):
+                rows = await execute(conn, sql.lease_limited(self.ledger), params)
+            else:  # its limits were lifted
+                self._limited.discard(params["session"])
+                rows = await execute(conn, sql.lease_next(self.ledger), params)
+        leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
+        return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
+
     async def renew(
-        self, lead_id: int, token: str, ttl_s: float | None = None, *, now: datetime | None = None
+        self,
+        lead_id: int,
+        token: str,
+        ttl_s: float | None = None,
+        *,
+        checkpoint: Any = None,
+        now: datetime | None = None,
     ) -> Renewal:
-        """Extend a valid lease to now + ttl; its new expiry and ttl granted. Raises LeaseLost."""
-        [answer] = await self.renew_many([RenewItem(lead_id, token, ttl_s)], now=now)
+        """Extend a valid lease to now + ttl; its new expiry and ttl granted. Raises LeaseLost.
+
+        A ``checkpoint`` (any JSON but null) is stored on the lead, for its next holder.
+        """
+        item = RenewItem(lead_id, token, ttl_s, checkpoint)
+        [answer] = await self._renew([item], now, batch=False)
         if not answer.ok or answer.expires_at is None or answer.ttl_s is None:
             raise LeaseLost()
         return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s)
@@ -296,15 +398,32 @@ class Queue:
     ) -> list[ItemResult]:
         """Renew up to 100 leases in one statement; one answer per item, in order."""
         validation.item_batch(items)
+        return await self._renew(items, now, batch=True)
+
+    async def _renew(
+        self, items: Sequence[RenewItem], now: datetime | None, *, batch: bool
+    ) -> list[ItemResult]:
+        """Every item checked (its checkpoint too) before the one statement renews them."""
         ttls = []
-        for item in items:
+        checkpoints: list[str | None] = []
+        for i, item in enumerate(items):
             validation.lead_id(item.lead_id)
             validation.token(item.token)
             ttls.append(validation.ttl(self.default_ttl_s if item.ttl_s is None else item.ttl_s))
+            checkpoints.append(
+                None
+                if item.checkpoint is None
+                else validation.json_text(
+                    f"items[{i}].checkpoint" if batch else "checkpoint",
+                    item.checkpoint,
+                    max_bytes=self.max_payload_bytes,
+                )
+            )
         params = {
             "ids": [item.lead_id for item in items],
             "tokens": [item.token for item in items],
             "ttls": ttls,
+            "checkpoints": checkpoints,
             "now": now,
         }
         rows = await self._rows(sql.renew_many(), params)
@@ -541,16 +660,65 @@ class Queue:
             raise NotFound(f"no lead {lead_id}")
         return _lead(rows[0])
 
-    async def stats(self, session: str) -> Counts:
-        """Lead counts by status in one session (all zero for an unknown session)."""
+    async def stats(self, session: str, *, now: datetime | None = None) -> Counts:
+        """Lead counts by status in one session (all zero for an unknown session), with the age
+        of its oldest lead that could be leased now."""
         validation.session(session)
-        rows = await self._rows(sql.stats(), {"session": session})
-        return Counts(**{row["status"]: row["n"] for row in rows})
+        rows = await self._rows(sql.stats(), {"session": session, "now": now})
+        counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
+        return Counts(**counts, oldest_available_age_s=rows[0]["age_s"])
 
-    async def stats_all(self) -> AllCounts:
-        """Lead counts per session, and their total."""
-        sessions = counts_by_session(await self._rows(sql.stats_all(), {}))
+    async def stats_all(self, *, now: datetime | None = None) -> AllCounts:
+        """Lead counts per session, and their total; each with its oldest available lead's age."""
+
+        async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
+            counts = await execute(conn, sql.stats_all())
+            return counts, await execute(conn, sql.oldest_available(), {"now": now})
+
+        counts, ages = await self.db.run(read)
+        sessions = counts_by_session(counts, ages)
         return AllCounts(sessions=sessions, total=sum(sessions.values(), Counts()))
+
+    async def available(self, *, now: datetime | None = None) -> dict[str, float]:
+        """The sessions with a lead that could be leased now, and that lead's age in seconds."""
+        rows = await self._rows(sql.oldest_available(), {"now": now})
+        return {row["session"]: float(row["age_s"]) for row in rows}
+
+    # -- settings ----------------------------------------------------------
+
+    async def settings(self, session: str) -> SessionSettings:
+        """A session's settings (the defaults for one never set)."""
+        validation.session(session)
+        rows = await self._rows(sql.settings_get(), {"session": session})
+        return settings_of(rows[0] if rows else None)
+
+    async def settings_all(self) -> dict[str, SessionSettings]:
+        """The settings of every session they were set for, by name."""
+        return {
+            row["session"]: settings_of(row) for row in await self._rows(sql.settings_all(), {})
+        }
+
+    async def put_settings(
+        self, session: str, settings: SessionSettings, *, now: datetime | None = None
+    ) -> SessionSettings:
+        """Store a session's weight, cap and rate; returns them. Raises InvalidInput (nothing
+        stored) for a bad one, Unavailable when leases in flight hold the change back too long.
+
+        The change waits for the lease statements in flight and holds new ones back until it
+        is stored (milliseconds), so a cap binds every lease that begins after it answers.
+        """
+        validation.session(session)
+        validation.session_settings(settings)
+        params = {"session": session, "now": now, **asdict(settings)}
+
+        async def store(conn: Connection) -> SessionSettings:
+            async with conn.transaction():
+                await execute(conn, sql.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
+                await execute(conn, sql.settings_barrier())
+                [row] = await execute(conn, sql.settings_put(), params)
+            return settings_of(row)
+
+        return await self.db.run(store)
 
     async def db_now(self) -> datetime:
         """The database clock (tests build injected instants from it)."""

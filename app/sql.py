@@ -42,20 +42,23 @@ TERMINAL = in_list(FINAL_STATUSES)
 
 LEAD_COLUMNS = (
     "id, session, priority, payload, key, depth, parent_id, status, owner, attempts, "
-    "max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at"
+    "max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, "
+    "checkpoint"
 )
 
 _EVENT_COLUMNS = "lead_id, session, event, status, attempt, owner, at, expires_at"
 
 
-def _ledger(source: str, event: str, *, expires_at: str = "NULL", enabled: bool) -> str:
+def _ledger(
+    source: str, event: str, *, expires_at: str = "NULL", enabled: bool, now: str = NOW
+) -> str:
     """A CTE that appends one lead_events row per row of ``source``; empty when off."""
     if not enabled:
         return ""
     return f""",
 ledger AS (
     INSERT INTO lead_events ({_EVENT_COLUMNS})
-    SELECT id, session, '{event}', status, attempts, owner, {NOW}, {expires_at} FROM {source}
+    SELECT id, session, '{event}', status, attempts, owner, {now}, {expires_at} FROM {source}
 )"""
 
 
@@ -124,19 +127,47 @@ def lease_next(ledger: bool) -> str:
     The ids are chosen in CTEs, which PostgreSQL evaluates exactly once, then
     updated — never ``WHERE id IN (SELECT … LIMIT n)``, which the planner may
     re-run and so update more than n rows (PostgreSQL bug #15715).
+
+    A session with a cap or a rate (``session_settings``, one index probe) is
+    not leased here: the statement takes nothing and answers one row whose
+    ``limited`` is true, and the caller leases through ``lease_limited``, under
+    the session's lock. Otherwise each lead leased is a row (``limited`` false),
+    and nothing leased is one row of NULLs.
     """
+    return _lease(
+        ledger,
+        now=NOW,
+        before=f"""limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED}
+),
+""",
+        only_if="AND NOT EXISTS (SELECT FROM limited)",
+        limit="%(max)s",
+        after="",
+        answer=f"""SELECT {LEAD_COLUMNS}, lease_token, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id""",
+    )
+
+
+def _lease(
+    ledger: bool, *, now: str, before: str, only_if: str, limit: str, after: str, answer: str
+) -> str:
+    """The body of ``lease_next`` and ``lease_limited``: ``before`` (CTEs), the claim of up to
+    ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then ``answer``."""
     return f"""
-WITH ready AS (
+WITH {before}ready AS (
     SELECT id, priority FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= {NOW}
+      AND available_at <= {now} {only_if}
     ORDER BY priority DESC, id
-    LIMIT %(max)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= {NOW}
+    WHERE session = %(session)s AND scheduled AND available_at <= {now} {only_if}
     ORDER BY available_at
     LIMIT {PROMOTE_BATCH}
     FOR UPDATE SKIP LOCKED
@@ -144,7 +175,7 @@ due AS (
 picked AS (
     SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ORDER BY priority DESC, id
-    LIMIT %(max)s
+    LIMIT {limit}
 ),
 numbered AS (
     SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked
@@ -158,14 +189,14 @@ leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
         attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = {NOW} + make_interval(secs => %(ttl_s)s::float8),
-        updated_at = {NOW}
+        lease_expires_at = {now} + make_interval(secs => %(ttl_s)s::float8),
+        updated_at = {now}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
-){_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id
+){after}{_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger, now=now)}
+{answer}
 """
 
 
@@ -202,14 +233,19 @@ _VALID_LEASE = f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_e
 
 @cache
 def renew_many() -> str:
-    """Extend each valid lease of the batch; the rows returned are the ones that were valid."""
+    """Extend each valid lease of the batch; the rows returned are the ones that were valid.
+
+    An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
+    """
     return f"""
 WITH req AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[])
-        AS r(lead_id, token, ttl_s)
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) AS r(lead_id, token, ttl_s, checkpoint)
 )
 UPDATE leads AS l
-SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW}
+SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW},
+    checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
 FROM req
 WHERE l.id = req.lead_id AND {_VALID_LEASE}
 RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
@@ -487,10 +523,15 @@ def get() -> str:
 
 @cache
 def stats() -> str:
-    """Lead counts by status in one session: the slots of ``lead_counts`` added up."""
-    return """
-SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
-GROUP BY status HAVING sum(n) <> 0
+    """Lead counts by status in one session (the slots of ``lead_counts`` added up), each row
+    with the age of its oldest available lead (``age_s``); no counts: one row of NULLs but it."""
+    return f"""
+WITH counted AS (
+    SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
+    GROUP BY status HAVING sum(n) <> 0
+)
+SELECT counted.status, counted.n, {_age("oldest.at")} AS age_s
+FROM (SELECT {_oldest_available("%(session)s")} AS at) AS oldest LEFT JOIN counted ON true
 """
 
 
@@ -671,23 +712,6 @@ FROM tally GROUP BY 1 ORDER BY 1
 
 
 @cache
-def oldest_queued() -> str:
-    """Seconds since the oldest ready lead of each session with queued leads became leasable:
-    one probe of ``leads_ready_age`` per such session (a due lead not yet promoted counts
-    once the sweeper or a lease promotes it)."""
-    return """
-SELECT c.session, extract(epoch FROM now() - o.available_at) AS age_s
-FROM (SELECT session FROM lead_counts WHERE status = 'queued'
-      GROUP BY session HAVING sum(n) > 0) AS c
-CROSS JOIN LATERAL (
-    SELECT available_at FROM leads
-    WHERE session = c.session AND status = 'queued' AND NOT scheduled
-    ORDER BY available_at LIMIT 1
-) AS o
-"""
-
-
-@cache
 def per_minute(window_minutes: int) -> str:
     """Completions and wasted attempts (expired or released leases) per session and minute ago,
     over the last ``window_minutes`` (the oldest minute gathers anything older in the window).
@@ -726,3 +750,154 @@ SELECT id, session, owner, attempts, error, updated_at
 FROM leads WHERE status = 'failed'
 ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
 """
+
+
+# -- fleets: settings per session, limited leases, the scaling signal (app.fleet) ----
+
+# A session whose leases are held to a cap or a rate: leased under its settings' lock.
+LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
+# The limited lease's clock: the statement's start, after the lock was granted, so
+# leases of one session are stamped in the order they took the lock.
+LOCKED_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
+SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst"
+
+
+def _oldest_available(session: str) -> str:
+    """When the oldest lead of ``session`` (an SQL expression) that could be leased now became
+    available: the oldest ready one (``leads_ready_age``) or due scheduled one
+    (``leads_scheduled_due``), one index probe each; NULL when there is none."""
+    return f"""least(
+        (SELECT min(available_at) FROM leads
+         WHERE session = {session} AND status = 'queued' AND NOT scheduled),
+        (SELECT min(available_at) FROM leads
+         WHERE session = {session} AND scheduled AND available_at <= {NOW}))"""
+
+
+def _age(since: str) -> str:
+    """Seconds from ``since`` (a column) to now on the database clock: never below 0, and NULL
+    for NULL (which ``greatest`` alone would turn into 0)."""
+    seconds = f"greatest(0, extract(epoch FROM {NOW} - {since}))::float8"
+    return f"CASE WHEN {since} IS NOT NULL THEN {seconds} END"
+
+
+@cache
+def oldest_available() -> str:
+    """Per session with queued leads, the age of its oldest lead that could be leased now
+    (sessions with none left out): two index probes per such session, whatever the leads.
+    The scaling signal, the dashboard's oldest age, and the fleet's view of who has work."""
+    return f"""
+SELECT c.session, {_age("o.at")} AS age_s
+FROM (SELECT session FROM lead_counts WHERE status = 'queued'
+      GROUP BY session HAVING sum(n) > 0) AS c
+CROSS JOIN LATERAL (SELECT {_oldest_available("c.session")} AS at) AS o
+WHERE o.at IS NOT NULL
+"""
+
+
+@cache
+def settings_get() -> str:
+    """One session's settings; no row: the defaults."""
+    return f"SELECT {SETTINGS_COLUMNS} FROM session_settings WHERE session = %(session)s"
+
+
+@cache
+def settings_all() -> str:
+    """Every session's settings that an operator set (a small table: one row per such session)."""
+    return f"SELECT session, {SETTINGS_COLUMNS} FROM session_settings ORDER BY session"
+
+
+@cache
+def settings_barrier() -> str:
+    """Wait for every statement that read the settings to end, and hold back new ones until
+    this transaction commits: a cap or rate stored after it binds every lease begun later.
+
+    The lease statements read ``session_settings`` (a share lock for their one statement);
+    this is the one lock that waits for them. Operators' changes are rare and take
+    milliseconds; ``lock_timeout`` keeps a stuck reader from holding the change for long.
+    """
+    return "LOCK TABLE session_settings IN ACCESS EXCLUSIVE MODE"
+
+
+@cache
+def lock_timeout() -> str:
+    """This transaction's ``lock_timeout`` (``%(timeout)s``, text such as '2s')."""
+    return "SELECT set_config('lock_timeout', %(timeout)s, true)"
+
+
+@cache
+def settings_put() -> str:
+    """Store a session's settings. A bucket that keeps a rate keeps its level (a change is no
+    burst); a rate newly set starts with a full bucket; no rate, no bucket."""
+    return f"""
+INSERT INTO session_settings AS s (session, {SETTINGS_COLUMNS}, updated_at)
+VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s, {NOW})
+ON CONFLICT (session) DO UPDATE SET
+    weight = excluded.weight, max_leased = excluded.max_leased,
+    rate_per_s = excluded.rate_per_s, burst = excluded.burst,
+    tokens = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
+                  THEN s.tokens END,
+    refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
+                       THEN s.refilled_at END,
+    updated_at = {NOW}
+RETURNING {SETTINGS_COLUMNS}
+"""
+
+
+@cache
+def lock_settings() -> str:
+    """Lock a limited session's settings row, in the transaction of its lease: the session's
+    limited leases take turns, each counting what is held after the one before committed.
+    No row back: the session has no limits (any more)."""
+    return f"SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED} FOR UPDATE"
+
+
+@cache
+def lease_limited(ledger: bool) -> str:
+    """``lease_next`` for a session with a cap or a rate, run after ``lock_settings``.
+
+    A statement after the lock sees every lease of the session committed before it: the
+    leads it holds now (``lead_counts``, an expired lease not yet swept included) and its
+    bucket. It leases at most ``max``, the room under ``max_leased`` and the whole tokens
+    in the bucket (refilled at ``rate_per_s`` since it was drawn, up to ``burst``), and
+    takes one token per lead leased. Each lead leased is a row; none, one row of NULLs;
+    every row says ``room`` (leads it could hold more before; NULL without a cap),
+    ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
+    knows what held the session back and when to try it again.
+    """
+    return _lease(
+        ledger,
+        now=LOCKED_NOW,
+        before=f"""settings AS (
+    SELECT max_leased, rate_per_s, coalesce(burst, greatest(1, ceil(rate_per_s))) AS burst,
+           tokens, refilled_at
+    FROM session_settings WHERE session = %(session)s
+),
+bucket AS (
+    SELECT least(burst, coalesce(tokens + rate_per_s * extract(epoch FROM greatest(
+               interval '0', {LOCKED_NOW} - refilled_at)), burst)) AS tokens
+    FROM settings WHERE rate_per_s IS NOT NULL
+),
+room AS (
+    SELECT (SELECT max_leased FROM settings) - (
+        SELECT coalesce(sum(n), 0) FROM lead_counts
+        WHERE session = %(session)s AND status = 'leased')::int AS n
+),
+allowance AS (
+    SELECT greatest(0, least(%(max)s, (SELECT n FROM room), (SELECT floor(tokens) FROM bucket)))
+        ::int AS n
+),
+""",
+        only_if="",
+        limit="(SELECT n FROM allowance)",
+        after=f""",
+spent AS (
+    UPDATE session_settings AS s
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = {LOCKED_NOW}
+    FROM bucket WHERE s.session = %(session)s
+)""",
+        answer=f"""SELECT {LEAD_COLUMNS}, lease_token, gate.*
+FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
+             (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id""",
+    )

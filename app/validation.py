@@ -9,22 +9,27 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from typing import Any
 
 from leaseq.errors import InvalidInput
 from leaseq.limits import (
+    INT32_MAX,
     INT64_MAX,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
     MAX_JSON_DEPTH,
     MAX_LEASE_BATCH,
+    MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
     MAX_PUSH_BATCH,
+    MAX_RATE_PER_S,
     MAX_TOKEN_CHARS,
     MAX_TTL_S,
+    MAX_WEIGHT,
     SESSION_PATTERN,
 )
-from leaseq.model import FINAL_STATUSES
+from leaseq.model import FINAL_STATUSES, SessionSettings
 
 _session_re = re.compile(SESSION_PATTERN)
 
@@ -41,16 +46,30 @@ def integer(field: str, value: Any, *, low: int, high: int) -> int:
     return value
 
 
-def seconds(
-    field: str, value: Any, *, low: float, high: float, low_inclusive: bool = True
+def number(
+    field: str,
+    value: Any,
+    *,
+    low: float,
+    high: float,
+    low_inclusive: bool = True,
+    what: str = "a number",
 ) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
         ok = (value >= low if low_inclusive else value > low) and value <= high
     if not ok:
         bound = "≥" if low_inclusive else ">"
-        raise InvalidInput(field, f"must be a number of seconds {bound} {low:g} and ≤ {high:g}")
+        raise InvalidInput(field, f"must be {what} {bound} {low:g} and ≤ {high:g}")
     return float(value)
+
+
+def seconds(
+    field: str, value: Any, *, low: float, high: float, low_inclusive: bool = True
+) -> float:
+    return number(
+        field, value, low=low, high=high, low_inclusive=low_inclusive, what="a number of seconds"
+    )
 
 
 def ttl(value: Any) -> float:
@@ -63,6 +82,31 @@ def delay(value: Any, field: str = "delay_s") -> float:
 
 def lease_max(value: Any) -> int:
     return integer("max", value, low=1, high=MAX_LEASE_BATCH)
+
+
+# Lists of sessions found good, as a worker sends the same list with every lease: checking
+# one again is a set lookup, not a pattern match per name.
+_good_session_sets: dict[frozenset[str], None] = {}
+GOOD_SESSION_SETS = 64
+
+
+def lease_sessions(values: Any) -> frozenset[str]:
+    """The sessions a lease across sessions may choose from: 1 to MAX_LEASE_SESSIONS names."""
+    if isinstance(values, str | bytes) or not isinstance(values, Collection):
+        raise InvalidInput("sessions", "must be a list of session names")
+    batch("sessions", list(values), high=MAX_LEASE_SESSIONS)
+    if not all(isinstance(value, str) for value in values):
+        raise InvalidInput("sessions", f"each must match {SESSION_PATTERN}")
+    names = frozenset(values)
+    if names in _good_session_sets:
+        return names
+    for name in names:
+        if not _session_re.fullmatch(name):
+            raise InvalidInput("sessions", f"each must match {SESSION_PATTERN}")
+    if len(_good_session_sets) >= GOOD_SESSION_SETS:
+        _good_session_sets.pop(next(iter(_good_session_sets)))
+    _good_session_sets[names] = None
+    return names
 
 
 def lead_id(value: Any, field: str = "lead_id") -> int:
@@ -172,3 +216,16 @@ def push_batch(items: Any) -> None:
 
 def item_batch(items: Any) -> None:
     batch("items", items, high=MAX_ITEM_BATCH)
+
+
+def session_settings(value: SessionSettings) -> None:
+    """A session's settings: a positive weight, and each limit absent (None) or in range."""
+    number("weight", value.weight, low=0, high=MAX_WEIGHT, low_inclusive=False)
+    if value.max_leased is not None:
+        integer("max_leased", value.max_leased, low=0, high=INT32_MAX)
+    if value.rate_per_s is not None:
+        number("rate_per_s", value.rate_per_s, low=0, high=MAX_RATE_PER_S, low_inclusive=False)
+    if value.burst is not None:
+        integer("burst", value.burst, low=1, high=INT32_MAX)
+        if value.rate_per_s is None:
+            raise InvalidInput("burst", "needs rate_per_s: it is the size of the rate's bucket")

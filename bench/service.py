@@ -62,18 +62,28 @@ def running(pid: int) -> bool:
 class Service:
     """``leaseq serve`` on 127.0.0.1 with ``workers`` uvicorn processes.
 
-    ``extra_args`` go to ``serve`` as given (``--no-ledger``, say). Stopped by
-    the pid it started, then its uvicorn worker processes by theirs.
+    ``extra_args`` go to ``serve`` as given (``--no-ledger``, say). ``source``: a
+    checkout of another version of leaseq to serve instead of this one (its
+    ``app`` and its ``clients/python/leaseq``, found first). Stopped by the pid
+    it started, then its uvicorn worker processes by theirs.
     """
 
-    def __init__(self, url: str, workers: int, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        url: str,
+        workers: int,
+        extra_args: Sequence[str] = (),
+        source: Path | None = None,
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
+        if source is not None:  # `-m` puts the working folder first: its `app`
+            env["PYTHONPATH"] = str(source / "clients" / "python")
         command = [sys.executable, "-m", "leaseq.cli", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--workers", str(workers)]
         command += ["--database-url", url, "--log-level", "warning", *extra_args]
-        self.process = subprocess.Popen(command, env=env)
+        self.process = subprocess.Popen(command, env=env, cwd=source)
         self.children: list[int] = []
 
     async def pids(self) -> list[int]:

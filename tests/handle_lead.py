@@ -12,6 +12,8 @@ stdin; its ``mode`` says what to do:
 - ``deaf_first``: on attempt 1, ignore SIGTERM and append the time to
   ``stamps`` (a file) every 20 ms until killed; after, append it once, ``ok``
 - ``env``: print the names of the ``LEASEQ_*`` variables it sees
+- ``checkpoint``: on attempt 1, leave the checkpoint ``{"step": 1}`` in
+  ``LEASEQ_CHECKPOINT_FILE`` and fail; after, print what that file held
 """
 
 from __future__ import annotations
@@ -48,6 +50,19 @@ def _deaf(stamps: Path) -> int:
             time.sleep(0.02)
 
 
+def _checkpoint(path: Path, attempt: int) -> int:
+    """Attempt 1 saves its progress and fails; the next says where it resumed from."""
+    found = json.loads(path.read_text()) if path.exists() else None
+    if attempt == 1:
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps({"step": 1}))
+        partial.rename(path)  # whole, never half-written
+        print("failed half way", file=sys.stderr)
+        return 3
+    print(json.dumps({"resumed": found, "attempt": attempt}))
+    return 0
+
+
 def main() -> int:
     payload = json.load(sys.stdin)
     lead_id = os.environ["LEASEQ_LEAD_ID"]
@@ -61,6 +76,8 @@ def main() -> int:
         mode = "ok"
     if mode in ("fail_first", "hang_first"):
         mode = mode.removesuffix("_first") if attempt == 1 else "ok"
+    if mode == "checkpoint":
+        return _checkpoint(Path(os.environ["LEASEQ_CHECKPOINT_FILE"]), attempt)
     if mode == "env":
         print(json.dumps(sorted(name for name in os.environ if name.startswith("LEASEQ_"))))
         return 0

@@ -1,4 +1,4 @@
-"""The ``leaseq`` client verbs (push, stats, sweep) against a real ``leaseq serve`` process.
+"""The ``leaseq`` client verbs (push, stats, sweep, sessions) against a real ``leaseq serve``.
 
 Each verb runs as a subprocess; failures must be one line on stderr and a
 non-zero exit. The only sleep lets a 1 s lease expire before a sweep.
@@ -84,16 +84,19 @@ def test_stats_table(service: Service) -> None:
     table = leaseq("stats", "--url", service.url)
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines() if line.strip()}
-    assert rows["session"] == ["queued", "leased", "done", "failed", "cached", "pending"]
-    assert rows["alpha"] == ["2", "0", "0", "0", "0", "2"]
-    assert rows["beta"] == ["1", "0", "0", "0", "0", "1"]
-    assert rows["total"] == ["3", "0", "0", "0", "0", "3"]
+    header = ["queued", "leased", "done", "failed", "cached", "pending", "oldest", "available"]
+    assert rows["session"] == header
+    assert rows["alpha"][:6] == ["2", "0", "0", "0", "0", "2"]
+    assert rows["beta"][:6] == ["1", "0", "0", "0", "0", "1"]
+    assert rows["total"][:6] == ["3", "0", "0", "0", "0", "3"]
+    assert all(rows[name][-1] == "s" for name in ("alpha", "beta", "total"))  # seconds old
 
     one = leaseq("stats", "--session", "alpha", "--url", service.url)
     assert "alpha" in one.stdout and "beta" not in one.stdout
 
     every = json.loads(leaseq("stats", "--json", "--url", service.url).stdout)
     assert every["total"]["pending"] == 3 and set(every["sessions"]) == {"alpha", "beta"}
+    assert every["sessions"]["alpha"]["oldest_available_age_s"] >= 0
 
 
 def test_sweep_requeues_expired_leases(service: Service) -> None:
@@ -169,3 +172,47 @@ def test_help() -> None:
         page = leaseq(verb, "--help")
         assert page.returncode == 0, page.stderr
         assert f"leaseq {verb}" in page.stdout  # the usage line and the examples
+
+
+def test_sessions_set_and_show(service: Service) -> None:
+    leaseq("push", "-s", "tenant", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
+    args = ["--weight", "3", "--max-leased", "10", "--rate", "300/min", "--url", service.url]
+    done = leaseq("sessions", "set", "tenant", *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "tenant: weight 3, max leased 10, rate 5/s (burst 1 s worth)"
+    again = leaseq("sessions", "set", "tenant", "--burst", "20", "--url", service.url)
+    assert "weight 3, max leased 10, rate 5/s (burst 20)" in again.stdout  # the rest kept
+
+    one = json.loads(leaseq("sessions", "show", "tenant", "--json", "--url", service.url).stdout)
+    assert one == {
+        "session": "tenant",
+        "weight": 3.0,
+        "max_leased": 10,
+        "rate_per_s": 5.0,
+        "burst": 20,
+        "leased": 0,
+        "oldest_available_age_s": one["oldest_available_age_s"],
+    }
+    assert one["oldest_available_age_s"] >= 0
+    every = leaseq("sessions", "show", "--url", service.url)
+    assert every.returncode == 0, every.stderr
+    rows = [line.split() for line in every.stdout.splitlines() if line.strip().startswith("tenant")]
+    assert len(rows) == 1, every.stdout
+    [row] = rows
+    assert row[:6] == ["tenant", "3", "0", "10", "5", "20"]
+
+    lifted = leaseq(
+        "sessions", "set", "tenant", "--rate", "none", "--max-leased", "none", "--url", service.url
+    )
+    assert lifted.stdout.strip() == "tenant: weight 3, no cap, no rate"
+
+    for bad, says, status in (
+        (["--rate", "fast"], "--rate", 2),  # a usage error, found before anything is sent
+        (["--weight", "0"], "weight", 1),  # the service refuses it (422)
+        (["--burst", "2"], "burst", 1),  # no rate for a bucket to size
+    ):
+        refused = leaseq("sessions", "set", "tenant", *bad, "--url", service.url)
+        assert refused.returncode == status, refused.stderr
+        assert says in one_error_line(refused.stderr)
+    shown = json.loads(leaseq("sessions", "show", "tenant", "--json", "--url", service.url).stdout)
+    assert (shown["weight"], shown["max_leased"], shown["rate_per_s"]) == (3.0, None, None)

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.service
 ARTIFACTS = ROOT / "test-artifacts"
 SESSION = "crawl"
 TOKEN = "dashboard-token"
+AGE = "oldest_available_age_s"  # a reading of the clock: the page's and /stats' differ
 
 
 def push(http: httpx.Client, n: int) -> list[int]:
@@ -128,10 +129,17 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         page.wait_for_selector(f'#sessions tbody tr[data-session="{SESSION}"]', timeout=WAIT_MS)
 
         stats = http.get("/stats").json()
-        assert shown_counts(page, SESSION) == stats["sessions"][SESSION]
-        assert stats["sessions"][SESSION] == {
+        counts = {k: v for k, v in stats["sessions"][SESSION].items() if k != AGE}
+        assert shown_counts(page, SESSION) == counts
+        assert counts == {
             "queued": 2, "leased": 1, "done": 1, "failed": 1, "cached": 0, "pending": 3
         }  # fmt: skip
+        row = page.locator(f'#sessions tbody tr[data-session="{SESSION}"]')
+        assert row.locator("td.oldest").inner_text().endswith(" s")  # its oldest available lead
+        assert row.locator("td.weight").inner_text() == "1"
+        assert (
+            row.locator("td.cap").inner_text() == row.locator("td.rate").inner_text() == "\u2013"
+        )  # none: a dash
         total = page.locator("#total")
         assert total.locator("td.n-pending").inner_text() == str(stats["total"]["pending"])
         expiring = page.locator(f'#expiring tr[data-lead="{held["lead"]["id"]}"]')
@@ -167,7 +175,22 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
             f'#failures tr[data-lead="{failing["lead"]["id"]}"]', state="detached", timeout=WAIT_MS
         )
         assert http.get(f"/leads/{failing['lead']['id']}").json()["status"] == "queued"
-        wait_for_counts(page, SESSION, http.get(f"/sessions/{SESSION}/stats").json())
+        now = http.get(f"/sessions/{SESSION}/stats").json()
+        wait_for_counts(page, SESSION, {k: v for k, v in now.items() if k != AGE})
+
+        # A session's settings show in its row: weight, leased against its cap, its rate.
+        limits = {"weight": 3, "max_leased": 5, "rate_per_s": 2, "burst": 4}
+        assert http.put(f"/sessions/{SESSION}/settings", json=limits).status_code == 200
+        page.wait_for_function(
+            """(session) => {
+                const row = document.querySelector(`#sessions tbody tr[data-session="${session}"]`);
+                return row && row.querySelector("td.weight").textContent === "3";
+            }""",
+            arg=SESSION,
+            timeout=WAIT_MS,
+        )
+        assert row.locator("td.cap").inner_text() == f"{now['leased']} / 5"
+        assert row.locator("td.rate").inner_text() == "2/s \u00d74"  # burst 4
 
         assert_the_chart_fills_a_wide_window(page)
         ARTIFACTS.mkdir(exist_ok=True)

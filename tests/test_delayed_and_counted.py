@@ -144,8 +144,9 @@ async def test_folding_keeps_one_row_per_count_and_none_at_zero(
 
 
 async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:
-    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.oldest_queued()}"))
-    assert "leads_ready_age" in plan, plan
+    explain = f"EXPLAIN {sql.oldest_available()}"
+    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(explain, {"now": None}))
+    assert "leads_ready_age" in plan and "leads_scheduled_due" in plan, plan
     assert "Seq Scan on leads" not in plan, plan
     plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.stats_all()}"))
     assert " leads " not in plan, plan

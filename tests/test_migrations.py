@@ -22,7 +22,15 @@ from sqlalchemy.exc import IntegrityError
 
 from app import migrate
 from app.config import Settings
-from app.db import LEADS_STORAGE, idempotency_keys, lead_events, leads, metadata, sqlalchemy_url
+from app.db import (
+    LEADS_STORAGE,
+    idempotency_keys,
+    lead_events,
+    leads,
+    metadata,
+    session_settings,
+    sqlalchemy_url,
+)
 from app.maintenance import schema_revision
 from app.pg import Database, libpq_url
 from tests.schema_catalog import fingerprint
@@ -71,12 +79,13 @@ def test_upgrade_builds_exactly_the_table_definitions(
     migrate.upgrade(empty_database_url)
 
     assert migrate.current(empty_database_url) == migrate.head()
-    tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "alembic_version"}
+    tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
+    tables.add("alembic_version")
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
     # What autogenerate does not compare: check constraints and index predicates.
-    for table in (leads, lead_events, idempotency_keys):
+    for table in (leads, lead_events, idempotency_keys, session_settings):
         declared = {c.name for c in table.constraints if isinstance(c, CheckConstraint)}
         found = {name for name, kind in _constraints(sync_engine, table.name) if kind == "c"}
         assert found == declared

@@ -13,6 +13,7 @@ from typing import Any
 from app import overview, sql
 from app.pg import Database
 from app.queue import Queue, new_token
+from leaseq.model import SessionSettings
 from tests.support import T0, at
 
 SESSIONS = 20
@@ -59,6 +60,25 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
             assert "Index Scan using leads_ready on leads" in plan, plan
             assert "Seq Scan on leads" not in plan, plan
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
+
+
+async def test_the_limited_lease_uses_the_partial_index_too(db: Database) -> None:
+    """A capped session's lease (after its lock) scans leads_ready as the plain one does, and
+    counts what the session holds from lead_counts, never from the leads."""
+    await _fill(db)
+    await Queue(db).put_settings("s3", SessionSettings(max_leased=10, rate_per_s=5))
+    params = {
+        "session": "s3",
+        "owner": "w",
+        "max": 10,
+        "ttl_s": 60.0,
+        "now": at(1),
+        "tokens": [new_token() for _ in range(10)],
+    }
+    plan = await _plan(db, sql.lease_limited(True), params)
+    assert "Index Scan using leads_ready on leads" in plan, plan
+    assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
+    assert "lead_counts" in plan and "leads_session_status" not in plan, plan
 
 
 async def test_sweep_uses_the_expiry_index(db: Database) -> None:

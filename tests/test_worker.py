@@ -31,6 +31,7 @@ from tests.worker_support import (
     completions,
     eventually,
     exited,
+    holds,
     kill_leftovers,
     ledger,
     pids,
@@ -110,6 +111,43 @@ async def test_blocked_renewals_cancel_the_handler_and_nothing_is_sent(
     assert completions(db_url, lead_id) == ["b"]
     lead = await client.get(lead_id)
     assert (lead.status, lead.result, lead.attempts) == ("done", {"by": "quick", "attempt": 2}, 2)
+
+
+async def test_a_checkpoint_outlives_its_holder_and_the_next_one_resumes_there(
+    client: AsyncClient, session: str, service: Service
+) -> None:
+    """A's heartbeat stores its checkpoint; A is then cut off and its lease lost; B, leasing
+    the lead after the sweep, starts from A's checkpoint."""
+    [lead_id] = (await client.push(session, [NewLead({"pages": 100})])).ids
+    cut_off = RecordingTransport()
+
+    async def reads_forty_pages(job: Job) -> None:
+        job.checkpoint({"page": 40})
+        await asyncio.sleep(60)  # until its lease is lost
+
+    async def stored() -> bool:
+        return (await client.get(lead_id)).checkpoint == {"page": 40}
+
+    async with AsyncClient(service.url, transport=cut_off, retry_policy=FAST_RETRY) as a_client:
+        a = Worker(a_client, session, reads_forty_pages, owner="a", ttl_s=1.5, wait_s=0)
+        a_run = asyncio.create_task(a.run())
+        await eventually(stored)  # carried by a heartbeat, a third of the ttl in
+        cut_off.blocked.update({"/renew/batch", "/lease", "/renew", "/release"})
+        await eventually(lambda: holds(a.stats.lost == 1))  # its handler stopped, nothing sent
+        a.stop()
+        async with asyncio.timeout(10):
+            await a_run
+    assert cut_off.count("/release") == 0
+
+    resumed: list[Any] = []
+
+    async def resumes(job: Job) -> str:
+        resumed.append((job.attempt, job.lead.checkpoint, job.saved_checkpoint))
+        return "read the other 60"
+
+    b = Worker(client, session, resumes, owner="b", ttl_s=5, wait_s=3, grace_s=0)
+    await run_until(b, lambda: b.stats.done == 1)
+    assert resumed == [(2, {"page": 40}, {"page": 40})]
 
 
 async def test_an_operator_cancel_stops_a_sync_handler_and_its_result_is_dropped(

@@ -16,7 +16,7 @@ import pytest
 
 from leaseq.client import AsyncClient
 from leaseq.model import NewLead
-from tests.serving import Service, free_port, leaseq
+from tests.serving import Service, Services, free_port, leaseq
 from tests.worker_support import HANDLER, exited, ledger, start_worker, tail
 
 pytestmark = pytest.mark.service
@@ -117,7 +117,8 @@ async def test_a_command_sees_none_of_the_workers_secrets(
         process = start_worker(service.url, session, args, log, env=env)
         assert await exited(process, log) == 0, tail(log)
         result = (await client.get(lead_id)).result
-    assert result == ["LEASEQ_ATTEMPT", "LEASEQ_LEAD_ID", "LEASEQ_SESSION"]
+    lead_variables = ["ATTEMPT", "CHECKPOINT_FILE", "LEAD_ID", "SESSION"]
+    assert result == [f"LEASEQ_{name}" for name in lead_variables]
     text = log.read_text()
     assert "HTTP Request" not in text  # -q logs the worker's lines, not every request
     assert "finished: leased 1, done 1" in text
@@ -137,3 +138,41 @@ def test_a_worker_that_cannot_reach_its_service_says_where_and_gives_up() -> Non
     assert lines[-1].startswith("error: unavailable: gave up after") and url in lines[-1]
     assert lines[-2].startswith("s: leased 0")  # the progress line ends before the error
     assert "Traceback" not in done.stderr
+
+
+async def test_a_command_leaves_a_checkpoint_and_its_next_attempt_resumes_there(
+    service: Service, session: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker.log"
+    async with AsyncClient(service.url, token=TOKEN) as client:
+        [lead_id] = (await client.push(session, [NewLead({"mode": "checkpoint"})])).ids
+        args = ["--wait", "0.5", "--retry-delay", "0", "-q", "--", *HANDLER]
+        process = start_worker(service.url, session, args, log, env={"LEASEQ_TOKEN": TOKEN})
+        assert await exited(process, log) == 0, tail(log)
+        lead = await client.get(lead_id)
+    assert lead.status == "done" and lead.result == {"resumed": {"step": 1}, "attempt": 2}
+    assert lead.checkpoint == {"step": 1}
+
+
+async def test_a_worker_works_several_sessions_or_any(
+    services: Services, database_url: str, session: str
+) -> None:
+    """On a service of its own: ``--any-session`` takes whatever is queued there."""
+    service = services.start(database_url=database_url, env=SERVE_ENV)
+    named = [f"{session}-a", f"{session}-b"]
+    async with AsyncClient(service.url, token=TOKEN) as client:
+        for name in named:
+            await client.push(name, [NewLead({"n": i}) for i in range(3)])
+        args = ["-s", named[1], "--wait", "0.5", "-q", "--", *HANDLER]
+        status, stderr = await asyncio.to_thread(worker, service, named[0], *args)
+        assert status == 0, stderr
+        for name in named:
+            assert (await client.stats(name)).done == 3
+
+        await client.push(f"{session}-c", [NewLead({})])
+        status, stderr = await asyncio.to_thread(worker, service, session, "--any-session")
+        assert status == 2 and "--any-session" in stderr  # a session, or any: not both
+        argv = ["--url", service.url, "--token", TOKEN, "--any-session", "--wait", "0.5", "-q"]
+        done = await asyncio.to_thread(leaseq, "worker", *argv, "--", *HANDLER)
+        assert done.returncode == 0, done.stderr
+        assert (await client.stats(f"{session}-c")).done == 1

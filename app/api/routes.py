@@ -37,6 +37,8 @@ from app.api.schemas import (
     RenewIn,
     RenewOut,
     ReportOut,
+    SettingsIn,
+    SettingsOut,
     SweepIn,
     SweepOut,
 )
@@ -45,7 +47,7 @@ from app.listener import lease_waiting
 from app.queue import Queue
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
-from leaseq.model import AllCounts, CompleteItem, NewLead, RenewItem
+from leaseq.model import AllCounts, CompleteItem, NewLead, RenewItem, SessionSettings
 
 
 # Dependencies are coroutines so FastAPI calls them inline, not in its threadpool.
@@ -142,21 +144,26 @@ async def lease(
 ) -> LeasesOut:
     """Lease up to `max` available leads of the session, highest priority then oldest.
 
-    The list is empty when nothing is available. With `wait_s` > 0 the request
-    is held until work arrives in the session or the wait ends (no busy polling).
-    Each lease says the `ttl_s` granted (`LEASEQ_LEASE_TTL_S` when none is asked).
-    With an `Idempotency-Key`, the same request sent again gets the leases the
-    first one took (those still valid), never new ones."""
+    With `sessions` instead of `session` (or neither: any session), the leads come from
+    the one of them, with a lead available, that is furthest below its fair share: its
+    leases, recently, over its `weight`. A session held back by its `max_leased` or
+    `rate_per_s` is skipped. The list is empty when nothing is available. With `wait_s`
+    > 0 the request is held until work arrives in the session (any of them) or the wait
+    ends (no busy polling). Each lease says the `ttl_s` granted (`LEASEQ_LEASE_TTL_S`
+    when none is asked), and its lead the `checkpoint` its last holder left. With an
+    `Idempotency-Key`, the same request sent again gets the leases the first one took
+    (those still valid), never new ones."""
     leases = await lease_waiting(
         runtime.queue,
         runtime.listener,
-        body.session,
+        body.session if body.session is not None else body.sessions,
         body.owner,
         max=body.max,
         ttl_s=body.ttl_s,
         wait_s=body.wait_s,
         gone=request.is_disconnected,
         idempotency_key=idempotency_key,
+        fleet=runtime.fleet,
     )
     metrics.LEASES.inc(len(leases))
     return LeasesOut.of(leases)
@@ -169,9 +176,12 @@ async def lease(
 )
 async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     """Extend a valid lease to now + `ttl_s` on the database clock (`LEASEQ_LEASE_TTL_S` when
-    none is asked); the answer says the `ttl_s` granted. 409 `lease_lost` otherwise."""
+    none is asked); the answer says the `ttl_s` granted. 409 `lease_lost` otherwise. A
+    `checkpoint` is stored on the lead, for the next holder should this one lose it."""
     with counting_lost("renew"):
-        renewal = await queue.renew(body.lead_id, body.token, body.ttl_s)
+        renewal = await queue.renew(
+            body.lead_id, body.token, body.ttl_s, checkpoint=body.checkpoint
+        )
     metrics.RENEWALS.inc()
     return RenewOut.of(renewal)
 
@@ -183,8 +193,11 @@ async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     responses=responses(*BODY_PROBLEMS),
 )
 async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
-    """Renew up to 100 leases; one result per item, in the order given."""
-    items = [RenewItem(item.lead_id, item.token, item.ttl_s) for item in body.items]
+    """Renew up to 100 leases; one result per item, in the order given. An item's `checkpoint`
+    is stored on its lead. Every item is checked before any is renewed."""
+    items = [
+        RenewItem(item.lead_id, item.token, item.ttl_s, item.checkpoint) for item in body.items
+    ]
     results = await queue.renew_many(items)
     renewed = sum(result.ok for result in results)
     metrics.RENEWALS.inc(renewed)
@@ -270,14 +283,41 @@ async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
     responses=responses("validation_error", "unavailable"),
 )
 async def session_stats(session: SessionPath, queue: QueueDep) -> CountsOut:
-    """Lead counts by status in one session; pending = queued + leased."""
+    """Lead counts by status in one session; pending = queued + leased;
+    `oldest_available_age_s`, the age of its oldest lead that could be leased now (null when
+    none): the signal to scale workers on."""
     return CountsOut.of(await queue.stats(session))
 
 
 @router.get("/stats", tags=["operators"], responses=responses("unavailable"))
 async def stats(queue: QueueDep) -> AllStatsOut:
-    """Lead counts per session, and their total."""
+    """Lead counts per session, and their total; each with `oldest_available_age_s`."""
     return AllStatsOut.of(await queue.stats_all())
+
+
+@router.get(
+    "/sessions/{session}/settings",
+    tags=["operators"],
+    responses=responses("validation_error", "unavailable"),
+)
+async def get_settings(session: SessionPath, queue: QueueDep) -> SettingsOut:
+    """The session's `weight`, `max_leased`, `rate_per_s` and `burst` (the defaults, weight 1
+    and no limits, for a session never set)."""
+    return SettingsOut.of(await queue.settings(session))
+
+
+@router.put(
+    "/sessions/{session}/settings",
+    tags=["operators"],
+    responses=responses(*BODY_PROBLEMS),
+)
+async def put_settings(session: SessionPath, body: SettingsIn, queue: QueueDep) -> SettingsOut:
+    """Set the session's weight in a lease across sessions, its cap on leads leased at once
+    (`max_leased`) and its rate of leases granted (`rate_per_s`, `burst`: a token bucket on
+    the database clock); a field left out takes its default, `null` is no limit. It binds
+    every lease that begins after it answers, through every API process."""
+    settings = SessionSettings(**body.model_dump())
+    return SettingsOut.of(await queue.put_settings(session, settings))
 
 
 @router.get(
@@ -344,8 +384,8 @@ async def operator_dashboard() -> HTMLResponse:
 
 @router.get("/dashboard/data", tags=["operators"], responses=responses("unavailable"))
 async def operator_dashboard_data(queue: QueueDep) -> JSONResponse:
-    """What the dashboard shows: counts, oldest queued lead and completions per minute per
-    session, the leases closest to expiry, the latest failures."""
+    """What the dashboard shows: per session its counts, oldest available lead, settings and
+    completions per minute; the leases closest to expiry; the latest failures."""
     return JSONResponse(page.to_json(await overview.snapshot(queue)))
 
 

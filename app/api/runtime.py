@@ -1,5 +1,5 @@
-"""What one API process runs besides its routes, wired together: database, queue, listener,
-and the maintenance services of ``app.maintenance``.
+"""What one API process runs besides its routes, wired together: database, queue, the fleet's
+share-out across sessions, listener, and the maintenance services of ``app.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
@@ -27,6 +27,7 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
+from app.fleet import Fleet
 from app.listener import Listener
 from app.maintenance import Pruner, Readiness, Recovery, Sweeper
 from app.pg import Database
@@ -40,6 +41,7 @@ class Runtime:
     settings: Settings
     db: Database
     queue: Queue
+    fleet: Fleet
     listener: Listener
     recovery: Recovery
     readiness: Readiness
@@ -60,14 +62,16 @@ class Runtime:
             default_ttl_s=settings.lease_ttl_s,
             max_payload_bytes=settings.max_payload_bytes,
         )
+        fleet = Fleet(queue)
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
             poll_interval_s=settings.poll_interval_s,
             connect_timeout_s=settings.connect_timeout_s,
+            on_work=fleet.work_arrived,
         )
         recovery = Recovery(queue)
-        return cls(settings, db, queue, listener, recovery, Readiness(db, recovery))
+        return cls(settings, db, queue, fleet, listener, recovery, Readiness(db, recovery))
 
     async def start(self) -> None:
         self._chain_shutdown_signals()
@@ -97,6 +101,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.fleet.close()
         await self.db.close()  # after the statements whose callers stopped waiting
         metrics.POOL.labels("size").dec(self.db.size)
         metrics.process_exit()

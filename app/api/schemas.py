@@ -36,11 +36,14 @@ from leaseq.limits import (
     MAX_KEY_CHARS,
     MAX_LEAD_ID,
     MAX_LEASE_BATCH,
+    MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
     MAX_PUSH_BATCH,
+    MAX_RATE_PER_S,
     MAX_TOKEN_CHARS,
     MAX_TTL_S,
     MAX_WAIT_S,
+    MAX_WEIGHT,
     MIN_TTL_S,
     SESSION_PATTERN,
 )
@@ -52,6 +55,7 @@ from leaseq.model import (
     Lead,
     Lease,
     Renewal,
+    SessionSettings,
     Status,
 )
 from leaseq.timefmt import rfc3339
@@ -147,7 +151,21 @@ class PushIn(Body):
 
 
 class LeaseIn(Body):
-    session: SessionName
+    """``session`` leases that session; ``sessions`` (or neither: any session) leases the one
+    of them furthest below its fair share by weight."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"not": {"required": ["session", "sessions"]}},
+    )
+
+    session: SessionName | None = Field(None, description="The session to lease from.")
+    sessions: list[SessionName] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_LEASE_SESSIONS,
+        description="Lease from whichever of these sessions is furthest below its fair share "
+        "(instead of `session`); with neither, from any session.",
+    )
     owner: str = Field(min_length=1, max_length=MAX_OWNER_CHARS, examples=["w1"])
     max: int = Field(1, ge=1, le=MAX_LEASE_BATCH)
     ttl_s: TtlS | None = None
@@ -155,11 +173,24 @@ class LeaseIn(Body):
         0, ge=0, le=MAX_WAIT_S, description="Hold the request up to this long until work arrives."
     )
 
+    @model_validator(mode="after")
+    def _one_scope(self) -> Self:
+        if self.session is not None and self.sessions is not None:
+            raise ValueError('give "session" or "sessions", not both')
+        return self
+
+
+CHECKPOINT = (
+    "Any JSON (not null), stored on the lead and handed to its next holder in its lease: "
+    "where this holder got to. At most LEASEQ_MAX_PAYLOAD_BYTES as compact JSON."
+)
+
 
 class RenewIn(Body):
     lead_id: LeadId
     token: Token
     ttl_s: TtlS | None = None
+    checkpoint: Any = Field(None, description=CHECKPOINT)
 
 
 class RenewBatchIn(Body):
@@ -237,6 +268,7 @@ class LeadOut(Answer):
     updated_at: Timestamp
     depth: int
     parent_id: int | None
+    checkpoint: Any = Field(description="What the last holder's renewals carried; null: none.")
 
     @classmethod
     def of(cls, lead: Lead) -> LeadOut:
@@ -319,6 +351,10 @@ class CountsOut(Answer):
     failed: int
     cached: int
     pending: int = Field(description="queued + leased")
+    oldest_available_age_s: float | None = Field(
+        description="Seconds, on the database clock, since the oldest lead that could be "
+        "leased now became available; null when none. The scaling signal."
+    )
 
     @classmethod
     def of(cls, counts: Counts) -> CountsOut:
@@ -364,6 +400,66 @@ class ReportOut(Answer):
     @classmethod
     def of(cls, report: Report) -> ReportOut:
         return cls.model_validate(report)
+
+
+class SettingsIn(Body):
+    """A session's settings; a field left out takes its default (PUT replaces them all)."""
+
+    # A burst sizes a rate's bucket: no burst, or a rate (stated as the validator checks it).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"burst": {"type": "null"}}},
+                {"required": ["rate_per_s"], "properties": {"rate_per_s": {"type": "number"}}},
+            ]
+        }
+    )
+
+    weight: float = Field(
+        SessionSettings().weight,
+        gt=0,
+        le=MAX_WEIGHT,
+        description="Its share of the leases of a lease across sessions, against the other "
+        "sessions with work.",
+    )
+    max_leased: int | None = Field(
+        None,
+        ge=0,
+        le=INT32_MAX,
+        description="At most this many of its leads leased at once, across every worker; "
+        "null: no cap.",
+    )
+    rate_per_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_RATE_PER_S,
+        description="Leases granted per second at most (a token bucket on the database "
+        "clock); null: no rate.",
+    )
+    burst: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="The bucket's size: leases granted at once after a quiet time; null: "
+        "one second's worth (at least 1). Needs rate_per_s.",
+    )
+
+    @model_validator(mode="after")
+    def _burst_needs_rate(self) -> Self:
+        if self.burst is not None and self.rate_per_s is None:
+            raise ValueError("burst needs rate_per_s: it is the size of the rate's bucket")
+        return self
+
+
+class SettingsOut(Answer):
+    weight: float
+    max_leased: int | None
+    rate_per_s: float | None
+    burst: int | None
+
+    @classmethod
+    def of(cls, settings: SessionSettings) -> SettingsOut:
+        return cls.model_validate(settings)
 
 
 class Health(Answer):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from functools import cache
 from typing import Any
 
@@ -11,10 +11,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from app import __version__
 from app.maintenance import AUTOVACUUM_OFF
 from app.overview import WINDOW_MINUTES, SessionView, Snapshot
-from leaseq.model import STATUSES
+from leaseq.model import STATUSES, SessionSettings
 from leaseq.timefmt import rfc3339
 
 POLL_INTERVAL_MS = 2000
+NO_SETTINGS = {f.name: None for f in fields(SessionSettings)}  # the total's
 
 
 @cache
@@ -37,7 +38,8 @@ def _session(view: SessionView) -> dict[str, Any]:
         "name": view.name,
         **{status: getattr(view.counts, status) for status in STATUSES},
         "pending": view.counts.pending,
-        "oldest_queued_s": view.oldest_queued_s,
+        "oldest_available_age_s": view.counts.oldest_available_age_s,
+        **(asdict(view.settings) if view.settings else NO_SETTINGS),
         "completed_per_minute": view.completed_per_minute,
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),

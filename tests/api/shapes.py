@@ -25,9 +25,10 @@ LEAD_KEYS = {
     "updated_at",
     "depth",
     "parent_id",
+    "checkpoint",
 }
 LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
-COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending"}
+COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending", "oldest_available_age_s"}
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
 
@@ -69,12 +70,21 @@ def lease(data: Any, **expected: Any) -> dict[str, Any]:
     return data
 
 
+AGE = "oldest_available_age_s"
+
+
 def counts(data: Any, **expected: int) -> dict[str, Any]:
+    """Counts by status (exactly ``expected``, else 0) and the age of the oldest available lead:
+    a number of seconds when some lead is queued and available, else null."""
     assert isinstance(data, dict) and set(data) == COUNT_KEYS, data
-    assert all(isinstance(v, int) for v in data.values())
+    assert all(isinstance(v, int) for k, v in data.items() if k != AGE)
     assert data["pending"] == data["queued"] + data["leased"]
-    want = {name: 0 for name in COUNT_KEYS - {"pending"}} | expected
-    assert {k: v for k, v in data.items() if k != "pending"} == want, (data, want)
+    want = {name: 0 for name in COUNT_KEYS - {"pending", AGE}} | expected
+    assert {k: v for k, v in data.items() if k not in ("pending", AGE)} == want, (data, want)
+    age = data[AGE]
+    assert age is None or (isinstance(age, int | float) and age >= 0), data
+    if not data["queued"]:
+        assert age is None, data
     return data
 
 

@@ -15,6 +15,7 @@ from tests.api.conftest import Serve
 LEASE = {"session": "s", "owner": "w1"}
 ITEM = {"lead_id": 1, "token": "t"}
 PUSH = "/sessions/s/leads"
+SETTINGS = "/sessions/s/settings"
 ONE = {"payload": {}}
 GARBAGE = "a leased lead with a garbage token"  # stands for that body; filled in per test
 V = (422, "validation_error")
@@ -76,6 +77,56 @@ BAD_INPUT: dict[str, tuple[str, str, Any, tuple[int, str]]] = {
     "sweep neither session nor all": ("POST", "/sweep", {}, V),
     "sweep both session and all": ("POST", "/sweep", {"session": "s", "all": True}, V),
     "sweep all false": ("POST", "/sweep", {"all": False}, V),
+    # leases across sessions
+    "lease both session and sessions": ("POST", "/lease", LEASE | {"sessions": ["s"]}, V),
+    "lease sessions empty": ("POST", "/lease", {"sessions": [], "owner": "w"}, V),
+    "lease sessions not a list": ("POST", "/lease", {"sessions": "s", "owner": "w"}, V),
+    "lease sessions with a bad name": (
+        "POST",
+        "/lease",
+        {"sessions": ["s", "a b"], "owner": "w"},
+        V,
+    ),
+    "lease sessions over 1000": (
+        "POST",
+        "/lease",
+        {"sessions": [f"s{i}" for i in range(1001)], "owner": "w"},
+        V,
+    ),
+    "lease any session without an owner": ("POST", "/lease", {"max": 1}, V),
+    # session settings
+    "settings weight 0": ("PUT", SETTINGS, {"weight": 0}, V),
+    "settings weight negative": ("PUT", SETTINGS, {"weight": -1}, V),
+    "settings weight a string": ("PUT", SETTINGS, {"weight": "3"}, V),
+    "settings weight huge": ("PUT", SETTINGS, {"weight": 1e7}, V),
+    "settings weight NaN": ("PUT", SETTINGS, b'{"weight": NaN}', V),
+    "settings max_leased negative": ("PUT", SETTINGS, {"max_leased": -1}, V),
+    "settings max_leased a fraction": ("PUT", SETTINGS, {"max_leased": 1.5}, V),
+    "settings max_leased past int32": ("PUT", SETTINGS, {"max_leased": 2**31}, V),
+    "settings rate 0": ("PUT", SETTINGS, {"rate_per_s": 0}, V),
+    "settings rate a string": ("PUT", SETTINGS, {"rate_per_s": "5/s"}, V),
+    "settings burst 0": ("PUT", SETTINGS, {"rate_per_s": 1, "burst": 0}, V),
+    "settings burst without a rate": ("PUT", SETTINGS, {"burst": 5}, V),
+    "settings unknown field": ("PUT", SETTINGS, {"weight": 2, "cap": 3}, V),
+    "settings not an object": ("PUT", SETTINGS, [1], V),
+    "settings of a bad session": ("PUT", "/sessions/a b/settings", {"weight": 2}, V),
+    "settings read of a bad session": ("GET", "/sessions/-a/settings", None, V),
+    "settings as text": ("PUT", SETTINGS, ("text/plain", b'{"weight": 2}'), U),
+    # checkpoints: the payload's limits
+    "checkpoint nested 65 deep": ("POST", "/renew", ITEM | {"checkpoint": nested(65)}, V),
+    "checkpoint with NUL": ("POST", "/renew", ITEM | {"checkpoint": {"a": "\x00"}}, V),
+    "checkpoint over the payload limit": (
+        "POST",
+        "/renew",
+        ITEM | {"checkpoint": {"a": "x" * 300_000}},
+        V,
+    ),
+    "lone surrogate in a batch checkpoint": (
+        "POST",
+        "/renew/batch",
+        {"items": [ITEM, ITEM | {"lead_id": 2, "checkpoint": ["\ud800"]}]},
+        V,
+    ),
     # unknown status
     "unknown status": ("POST", "/complete", ITEM | {"status": "finished"}, V),
     "status queued": ("POST", "/complete", ITEM | {"status": "queued"}, V),
@@ -164,7 +215,9 @@ async def test_bad_input_is_refused_and_changes_nothing(
 ) -> None:
     client, leased_id = seeded
     garbage = {"lead_id": leased_id, "token": "garbage-" + "x" * 30}
-    before = (await client.get("/stats")).json()
+    settings = {"weight": 2.0, "max_leased": 5, "rate_per_s": 100.0, "burst": 10}
+    assert (await client.put(SETTINGS, json=settings)).status_code == 200
+    before = await state(client)
     for name, (method, path, body, (status, code)) in BAD_INPUT.items():
         with subtests.test(name):
             response = await send(client, method, path, garbage if body == GARBAGE else body)
@@ -173,9 +226,20 @@ async def test_bad_input_is_refused_and_changes_nothing(
             assert problem.get("detail"), problem
             if status == 405:
                 assert "allow" in response.headers
-            assert (await client.get("/stats")).json() == before
+            assert await state(client) == before
             lead = (await client.get(f"/leads/{leased_id}")).json()
-            assert (lead["status"], lead["attempts"]) == ("leased", 1)
+            assert (lead["status"], lead["attempts"], lead["checkpoint"]) == ("leased", 1, None)
+
+
+async def state(client: httpx.AsyncClient) -> dict[str, Any]:
+    """What bad input must not change: the counts of every session (not the ages, which grow
+    by themselves) and the settings of session s."""
+    stats = (await client.get("/stats")).json()
+    counts = {
+        name: {k: v for k, v in c.items() if k != shapes.AGE}
+        for name, c in [*stats["sessions"].items(), ("total", stats["total"])]
+    }
+    return {"counts": counts, "settings": (await client.get(SETTINGS)).json()}
 
 
 async def test_validation_problems_name_the_field(client: httpx.AsyncClient) -> None:
@@ -223,21 +287,21 @@ def big_push(size: int) -> bytes:
 
 async def test_an_oversized_body_is_refused_by_its_length(seeded: tuple[Any, int]) -> None:
     client, _ = seeded
-    before = (await client.get("/stats")).json()
+    before = await state(client)
     response = await client.post(
         "/sessions/s/leads",
         content=big_push(1024 * 1024),
         headers={"content-type": "application/json"},
     )
     shapes.problem(response, 413, "payload_too_large")
-    assert (await client.get("/stats")).json() == before
+    assert await state(client) == before
 
 
 async def test_an_oversized_streamed_body_is_refused_as_it_arrives(
     seeded: tuple[Any, int],
 ) -> None:
     client, _ = seeded
-    before = (await client.get("/stats")).json()
+    before = await state(client)
     sent = 0
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -251,7 +315,7 @@ async def test_an_oversized_streamed_body_is_refused_as_it_arrives(
         "/sessions/s/leads", content=chunks(), headers={"content-type": "application/json"}
     )
     shapes.problem(response, 413, "payload_too_large")
-    assert (await client.get("/stats")).json() == before
+    assert await state(client) == before
 
 
 async def test_the_body_limit_follows_the_setting(serve: Serve) -> None:

@@ -169,7 +169,9 @@ def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: 
     class Workflow(machine):  # type: ignore[misc,valid-type]
         def setup(self) -> None:
             with psycopg.connect(libpq_url(fuzz_database), autocommit=True) as conn:
-                conn.execute("TRUNCATE leads, lead_events, idempotency_keys RESTART IDENTITY")
+                conn.execute(
+                    "TRUNCATE leads, lead_events, idempotency_keys, session_settings RESTART IDENTITY"
+                )
 
         @initialize(target=machine.bundles["POST /sessions/{session}/leads -> 201"])
         def push_leads(self) -> Any:

@@ -27,10 +27,11 @@ from app import db, migrate, report, sql
 from app.config import Settings
 from app.pg import Database, libpq_url
 from app.queue import Queue
-from leaseq.model import NewLead
+from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
 
 PARTITIONS = 4
+TABLES = ("leads", "lead_events", "lead_counts", "session_settings")  # partitioned by session
 
 # Hot path, routed by session: each reads and writes the rows of one session only.
 SESSION_SCOPED: dict[str, Callable[[], str]] = {
@@ -41,6 +42,11 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_next, ledger off": lambda: sql.lease_next(False),
     "sweep of one session": lambda: sql.sweep(True, scoped=True),
     "stats": sql.stats,
+    "lease_limited": lambda: sql.lease_limited(True),
+    "lease_limited, ledger off": lambda: sql.lease_limited(False),
+    "lock_settings": sql.lock_settings,
+    "settings_get": sql.settings_get,
+    "settings_put": sql.settings_put,
     "report": sql.session_report,
     "report attempts": sql.attempts_per_lead,
     "report owners": sql.owners,
@@ -59,13 +65,18 @@ LEAD_SCOPED = (
 # The idempotency keys of a push or lease: in the transaction of that request, so on its
 # session's shard (a key's request always names the same session).
 WITH_THE_REQUEST = ("claim_key", "remember_answer", "remembered")
-# Across sessions by design: recovery, maintenance and the operator's totals.
+# Across sessions by design: recovery, maintenance, the operator's totals, and the fleet's
+# view of which sessions have work (read once a second per process, not per lease).
 CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune", "prune_keys")
+FLEET_VIEW = ("oldest_available", "settings_all")
+# A change of settings waits for the leases in flight: on the session's shard (a router), or
+# every node's (Citus propagates LOCK); an operator's rare write, not a hot statement.
+BARRIER = ("settings_barrier",)
 # Maintenance of delayed leads and of the kept counts: each shard runs its own.
 MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
 # The dashboard's overview: cold reads across sessions, once per poll.
-OVERVIEW = ("oldest_queued", "per_minute", "expiring", "failures")
-NO_TABLE = ("db_now", "autovacuum", "schema_revision")
+OVERVIEW = ("per_minute", "expiring", "failures")
+NO_TABLE = ("db_now", "autovacuum", "schema_revision", "lock_timeout")
 HELPERS = ("in_list",)  # builds SQL text from constants; not a statement
 
 PARAMETERS: dict[str, Any] = {
@@ -83,6 +94,10 @@ PARAMETERS: dict[str, Any] = {
     "ttl_s": 60.0,
     "now": None,
     "limit": 1000,
+    "weight": 1.0,
+    "max_leased": 10,
+    "rate_per_s": 5.0,
+    "burst": 5,
 }
 
 
@@ -102,7 +117,8 @@ def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
-    cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW}
+    session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
+    cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW, *FLEET_VIEW, *BARRIER}
     keys = set(WITH_THE_REQUEST)
     assert statement_names() == session_scoped | set(LEAD_SCOPED) | keys | cross | set(NO_TABLE)
     written = (ROOT / "docs" / "scaling.md").read_text()
@@ -129,20 +145,21 @@ def _index_ddl(table: Any) -> list[str]:
 
 
 def partition_by_session(url: str) -> None:
-    """Turn the migrated ``leads``, ``lead_events`` and ``lead_counts`` into tables
-    hash-partitioned by session: the shape a sharded deployment needs (docs/scaling.md,
-    "Schema changes"). The count triggers go on the new ``leads``."""
-    statements: list[str] = [
-        "ALTER TABLE lead_counts RENAME TO lead_counts_plain",
-        "CREATE TABLE lead_counts (LIKE lead_counts_plain INCLUDING ALL)"
-        " PARTITION BY HASH (session)",
-        "DROP TABLE lead_counts_plain",
-        *(
-            f"CREATE TABLE lead_counts_p{r} PARTITION OF lead_counts"
-            f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r})"
-            for r in range(PARTITIONS)
-        ),
-    ]
+    """Turn the migrated ``leads``, ``lead_events``, ``lead_counts`` and ``session_settings``
+    into tables hash-partitioned by session: the shape a sharded deployment needs
+    (docs/scaling.md, "Schema changes"). The count triggers go on the new ``leads``."""
+    statements: list[str] = []
+    for keyed in ("lead_counts", "session_settings"):  # their keys hold the session already
+        statements += [
+            f"ALTER TABLE {keyed} RENAME TO {keyed}_plain",
+            f"CREATE TABLE {keyed} (LIKE {keyed}_plain INCLUDING ALL) PARTITION BY HASH (session)",
+            f"DROP TABLE {keyed}_plain",
+            *(
+                f"CREATE TABLE {keyed}_p{r} PARTITION OF {keyed}"
+                f" FOR VALUES WITH (MODULUS {PARTITIONS}, REMAINDER {r})"
+                for r in range(PARTITIONS)
+            ),
+        ]
     for table in (db.leads, db.lead_events):
         name = table.name
         statements += [
@@ -183,16 +200,15 @@ async def partitioned(empty_database_url: str) -> AsyncIterator[Database]:
 
 def partitions_in(plan: Any) -> dict[str, set[str]]:
     """The partitions an EXPLAIN (FORMAT JSON) plan reads ("leads", "lead_events",
-    "lead_counts") and those its UPDATE or DELETE probes for the rows it changes ("leads
-    written", ...)."""
-    tables = ("leads", "lead_events", "lead_counts")
-    found = {name + written: set[str]() for name in tables for written in ("", " written")}
+    "lead_counts", "session_settings") and those its UPDATE or DELETE probes for the rows it
+    changes ("leads written", ...)."""
+    found = {name + written: set[str]() for name in TABLES for written in ("", " written")}
 
     def walk(node: Any, writing: bool) -> None:
         if isinstance(node, dict):
             writing = writing or node.get("Node Type") == "ModifyTable"
             relation = node.get("Relation Name", "")
-            match = re.fullmatch(r"(leads|lead_events|lead_counts)_p\d+", relation)
+            match = re.fullmatch(rf"({'|'.join(TABLES)})_p\d+", relation)
             if match:
                 found[match[1] + (" written" if writing else "")].add(match[0])
             for value in node.values():
@@ -222,10 +238,11 @@ async def test_a_session_scoped_statement_reads_one_partition(
     partitioned: Database, name: str
 ) -> None:
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
-    assert all(len(touched[table]) <= 1 for table in ("leads", "lead_events", "lead_counts"))
+    assert all(len(touched[table]) <= 1 for table in TABLES), touched
     # It reads something, pruned to one partition (an INSERT is routed as it runs instead).
-    read = touched["leads"] or touched["lead_events"] or touched["lead_counts"]
-    assert read or name.startswith("push"), touched
+    read = any(touched[table] for table in TABLES)
+    assert read or name.startswith(("push", "settings_put")), touched
+    assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched
     # Its UPDATE names the session too, so the write is routed as well as the claim.
     assert len(touched["leads written"]) <= 1, touched
@@ -272,3 +289,15 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
     assert audit.completions == 1 and audit.double_completions == 0
     assert audit.overlapping_leases == 0
     assert (await queue.prune(0.0, now=later + timedelta(seconds=60))) == 1
+
+    # Fleets: a session's settings, its capped and rate-limited lease, a checkpoint, its age.
+    capped = sessions[1]
+    limits = SessionSettings(weight=2, max_leased=2, rate_per_s=100, burst=3)
+    assert await queue.put_settings(capped, limits) == limits
+    held = await queue.lease_next(capped, "w", max=5)
+    assert len(held) == 2 and await queue.lease_next(capped, "w") == []
+    await queue.renew(held[0].lead.id, held[0].token, checkpoint={"at": 1})
+    assert (await queue.get(held[0].lead.id)).checkpoint == {"at": 1}
+    assert await queue.settings(capped) == limits
+    assert (await queue.stats(capped)).oldest_available_age_s is not None
+    assert set(await queue.available()) == set(sessions)

@@ -4,8 +4,9 @@ It answers the calls a worker makes (``/lease``, ``/renew/batch``,
 ``/complete``, ``/release``) as SPEC says, judging leases on a ``FakeClock``
 instead of a database, and records every request. A test makes it misbehave
 on purpose: ``down`` paths answer 503, ``lost`` leads answer ``lease_lost``
-to their renewals, ``takes_s`` moves the clock while a path answers, and a
-path in ``held`` answers only once its event is set (a service that hangs).
+to their renewals, ``takes_s`` moves the clock while a path answers, a path in
+``held`` answers only once its event is set (a service that hangs), and a
+renewal carrying a checkpoint in ``refused`` answers 422 (one too large).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class FakeLead:
     owner: str | None = None
     available_at: float = 0.0
     released: list[float] = field(default_factory=list)  # the delay_s of each release
+    checkpoint: Any = None
 
     def as_json(self, clock: FakeClock) -> dict[str, Any]:
         at = rfc3339(EPOCH + timedelta(seconds=clock()))
@@ -75,6 +77,7 @@ class FakeLead:
             "error": self.error,
             "created_at": at,
             "updated_at": at,
+            "checkpoint": self.checkpoint,
         }
 
 
@@ -96,6 +99,7 @@ class FakeService:
     default_ttl_s: float = 300.0  # LEASEQ_LEASE_TTL_S: a lease or renewal that asks none
     takes_s: dict[str, float] = field(default_factory=dict)  # the clock moves while answering
     held: dict[str, asyncio.Event] = field(default_factory=dict)  # answered once set (a hang)
+    refused: list[Any] = field(default_factory=list)  # checkpoints answered 422
 
     def push(self, *payloads: dict[str, Any], max_attempts: int = 5) -> list[int]:
         ids = []
@@ -128,6 +132,7 @@ class FakeService:
         answer = {
             "/lease": self._lease,
             "/renew/batch": self._renew_batch,
+            "/renew": self._renew,
             "/complete": self._complete,
             "/release": self._release,
         }.get(path)
@@ -166,7 +171,20 @@ class FakeService:
             )
         return httpx.Response(200, json={"leases": leases})
 
-    def _renew_batch(self, body: dict[str, Any]) -> httpx.Response:
+    def _renew(self, body: dict[str, Any]) -> httpx.Response:
+        answer = self._renew_batch({"items": [body]}, field="checkpoint")
+        if answer.status_code != 200:
+            return answer
+        [result] = answer.json()["results"]
+        if not result["ok"]:
+            return problem(409, "lease_lost", "the lease is no longer valid")
+        return httpx.Response(200, json={k: result[k] for k in ("expires_at", "ttl_s")})
+
+    def _renew_batch(self, body: dict[str, Any], field: str = "") -> httpx.Response:
+        for i, item in enumerate(body["items"]):  # every item checked before any is renewed
+            if "checkpoint" in item and item["checkpoint"] in self.refused:
+                name = field or f"items[{i}].checkpoint"
+                return problem(422, "validation_error", f"{name}: must be at most 8 bytes")
         results = []
         for item in body["items"]:
             lead = self._valid(item["lead_id"], item["token"])
@@ -175,6 +193,8 @@ class FakeService:
                 continue
             ttl = item.get("ttl_s", self.default_ttl_s)
             lead.expires_at = self.clock() + ttl
+            if "checkpoint" in item:
+                lead.checkpoint = item["checkpoint"]
             expires = rfc3339(EPOCH + timedelta(seconds=lead.expires_at))
             results.append({"lead_id": lead.id, "ok": True, "expires_at": expires, "ttl_s": ttl})
         return httpx.Response(200, json={"results": results})

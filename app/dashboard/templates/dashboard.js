@@ -53,7 +53,13 @@
     tr.dataset.session = s.name;
     tr.appendChild(cell(s.name));
     for (const status of STATUSES) tr.appendChild(cell(s[status], "n-" + status));
-    tr.appendChild(cell(age(s.oldest_queued_s), "oldest"));
+    tr.appendChild(cell(age(s.oldest_available_age_s), "oldest"));
+    tr.appendChild(cell(s.weight, "weight"));
+    const capped = s.max_leased !== null && s.leased >= s.max_leased;
+    tr.appendChild(cell(s.max_leased === null ? null : s.leased + " / " + s.max_leased,
+      capped ? "cap warn" : "cap"));
+    tr.appendChild(cell(s.rate_per_s === null ? null
+      : s.rate_per_s + "/s" + (s.burst === null ? "" : " ×" + s.burst), "rate"));
     tr.appendChild(spark(s.completed_per_minute));
     tr.appendChild(cell(s.wasted, s.wasted > 0 ? "wasted warn" : "wasted"));
     return tr;

@@ -8,7 +8,8 @@ answers are retried with exponential backoff and jitter; a 4xx answer never is.
 
 A retry must never turn one intent into two effects, so only calls that are
 safe to repeat are retried as they are: reads; renew (a second renewal only
-extends the lease again from now); complete (idempotent: the same completion
+extends the lease again from now, with the same checkpoint); putting a
+session's settings (the same again); complete (idempotent: the same completion
 again answers as the first did); release, sweep, cancel and retry (a repeat
 finds the work done and is refused, changing nothing). Push and lease are not
 safe as they are, so each logical call gets an ``Idempotency-Key`` of its own
@@ -22,6 +23,7 @@ Knows nothing of the queue's internals or of the database: HTTP only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import uuid
@@ -46,6 +48,7 @@ from leaseq.errors import (
 )
 from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH, MAX_PUSH_BATCH
 from leaseq.model import (
+    STATUSES,
     AllCounts,
     CompleteItem,
     Counts,
@@ -57,6 +60,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    SessionSettings,
     SweepResult,
 )
 
@@ -121,6 +125,7 @@ def parse_lead(data: Mapping[str, Any]) -> Lead:
         error=data.get("error"),
         created_at=_time(data["created_at"]),
         updated_at=_time(data["updated_at"]),
+        checkpoint=data.get("checkpoint"),
     )
 
 
@@ -141,8 +146,22 @@ def _maybe_seconds(value: Any) -> float | None:
 
 
 def parse_counts(data: Mapping[str, Any]) -> Counts:
-    """Counts by status; ``pending`` is derived, so it is not read."""
-    return Counts(**{name: int(data.get(name, 0)) for name in Counts.__slots__})
+    """Counts by status and the oldest available lead's age; ``pending`` is derived, not read."""
+    age = data.get("oldest_available_age_s")
+    return Counts(
+        **{name: int(data.get(name, 0)) for name in STATUSES},
+        oldest_available_age_s=None if age is None else float(age),
+    )
+
+
+def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
+    """A session's settings as the API answers them."""
+    return SessionSettings(
+        weight=float(data["weight"]),
+        max_leased=data.get("max_leased"),
+        rate_per_s=_maybe_seconds(data.get("rate_per_s")),
+        burst=data.get("burst"),
+    )
 
 
 def parse_item_result(data: Mapping[str, Any]) -> ItemResult:
@@ -364,7 +383,7 @@ class AsyncClient:
 
     async def lease(
         self,
-        session: str,
+        session: str | Sequence[str] | None,
         owner: str,
         *,
         max: int = 1,
@@ -375,11 +394,17 @@ class AsyncClient:
     ) -> list[Lease]:
         """Lease up to ``max`` leads; ``wait_s`` > 0 holds the call until work comes or it ends.
 
+        ``session``: one session's name; several names, to lease from the one of
+        them furthest below its fair share by weight; None, from any session.
         Without ``ttl_s`` the service grants its default; each lease says the
         ``ttl_s`` granted. Sent with an ``Idempotency-Key`` (``idempotency_key``
         or a fresh one), so a retry gets the leases the first try took.
         """
-        body: dict[str, Any] = {"session": session, "owner": owner, "max": max, "wait_s": wait_s}
+        body: dict[str, Any] = {"owner": owner, "max": max, "wait_s": wait_s}
+        if isinstance(session, str):
+            body["session"] = session
+        elif session is not None:
+            body["sessions"] = list(session)
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
         once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
@@ -393,11 +418,14 @@ class AsyncClient:
         )
         return [parse_lease(item) for item in data["leases"]]
 
-    async def renew(self, lead_id: int, token: str, ttl_s: float | None = None) -> Renewal:
-        """Extend a valid lease; its new expiry and the ttl granted. Raises LeaseLost."""
-        body: dict[str, Any] = {"lead_id": lead_id, "token": token}
-        if ttl_s is not None:
-            body["ttl_s"] = ttl_s
+    async def renew(
+        self, lead_id: int, token: str, ttl_s: float | None = None, *, checkpoint: Any = None
+    ) -> Renewal:
+        """Extend a valid lease; its new expiry and the ttl granted. Raises LeaseLost.
+
+        A ``checkpoint`` (any JSON but None) is stored on the lead for its next holder.
+        """
+        body = _renew_item(RenewItem(lead_id, token, ttl_s, checkpoint))
         data = await self._json("POST", "/renew", body)
         return Renewal(expires_at=_time(data["expires_at"]), ttl_s=float(data["ttl_s"]))
 
@@ -506,6 +534,18 @@ class AsyncClient:
         sessions = {name: parse_counts(counts) for name, counts in data["sessions"].items()}
         return AllCounts(sessions=sessions, total=parse_counts(data["total"]))
 
+    async def settings(self, session: str) -> SessionSettings:
+        """A session's weight, cap and rate (the defaults for one never set)."""
+        return parse_settings(await self._json("GET", f"/sessions/{_seg(session)}/settings"))
+
+    async def put_settings(self, session: str, settings: SessionSettings) -> SessionSettings:
+        """Replace a session's settings; returns them as stored. Raises InvalidInput.
+
+        Safe to retry: the same settings again store the same.
+        """
+        body = dataclasses.asdict(settings)
+        return parse_settings(await self._json("PUT", f"/sessions/{_seg(session)}/settings", body))
+
     async def report(self, session: str) -> dict[str, Any]:
         """The ledger's audit of one session, as the service sends it."""
         data: dict[str, Any] = await self._json("GET", f"/sessions/{_seg(session)}/report")
@@ -545,6 +585,8 @@ def _renew_item(item: RenewItem) -> dict[str, Any]:
     body: dict[str, Any] = {"lead_id": item.lead_id, "token": item.token}
     if item.ttl_s is not None:
         body["ttl_s"] = item.ttl_s
+    if item.checkpoint is not None:
+        body["checkpoint"] = item.checkpoint
     return body
 
 

@@ -14,6 +14,10 @@ MAX_PUSH_BATCH = 1000  # leads in one POST /sessions/{session}/leads
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_ITEM_BATCH = 100  # items in one /renew/batch or /complete/batch
 MAX_LEASE_BATCH = 100  # `max` of one POST /lease
+MAX_LEASE_SESSIONS = 1000  # names in the `sessions` of one POST /lease
+# A session's settings (PUT /sessions/{session}/settings).
+MAX_WEIGHT = 1_000_000.0
+MAX_RATE_PER_S = 1_000_000.0
 
 MIN_TTL_S = 1.0  # the API's smallest lease (the queue itself takes any ttl > 0)
 MAX_TTL_S = 3600.0

@@ -56,6 +56,7 @@ class Lead:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +95,12 @@ class PushResult:
 
 @dataclass(frozen=True, slots=True)
 class RenewItem:
+    """A renewal; ``checkpoint`` (any JSON but null) is stored on the lead when given."""
+
     lead_id: int
     token: str
     ttl_s: float | None = None
+    checkpoint: JSON = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,26 +131,60 @@ class SweepResult:
 
 @dataclass(frozen=True, slots=True)
 class Counts:
-    """Leads by status; pending = queued + leased."""
+    """Leads by status; pending = queued + leased.
+
+    ``oldest_available_age_s``: seconds (database clock) since the oldest lead
+    that could be leased now became available; None when there is none. The
+    scaling signal: it grows while work waits for a worker, whatever the depth.
+    A sum of counts carries the oldest of its parts. It is a reading of the
+    clock, not a count: counts compare equal whatever their ages.
+    """
 
     queued: int = 0
     leased: int = 0
     done: int = 0
     failed: int = 0
     cached: int = 0
+    oldest_available_age_s: float | None = field(default=None, compare=False)
 
     @property
     def pending(self) -> int:
         return self.queued + self.leased
 
     def __add__(self, other: Counts) -> Counts:
+        ages = [
+            a for a in (self.oldest_available_age_s, other.oldest_available_age_s) if a is not None
+        ]
         return Counts(
             self.queued + other.queued,
             self.leased + other.leased,
             self.done + other.done,
             self.failed + other.failed,
             self.cached + other.cached,
+            max(ages, default=None),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """How a session takes part in a lease across sessions, and its limits (SPEC "Fleets").
+
+    ``weight``: its share of the leases against the other sessions with work.
+    ``max_leased``: at most this many of its leads leased at once (0 holds it
+    back entirely); ``rate_per_s`` with ``burst``: a token bucket on the
+    leases it is granted (``burst`` None: one second's worth, at least 1).
+    None is no limit.
+    """
+
+    weight: float = 1.0
+    max_leased: int | None = None
+    rate_per_s: float | None = None
+    burst: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        """A cap or a rate: its leases take turns on the session's settings row."""
+        return self.max_leased is not None or self.rate_per_s is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,14 @@
 
 ``root`` holds the command group and the loading of other distributions'
 commands; ``verbs`` the calls to a running service (push, stats, sweep);
+``sessions`` a session's settings (weight, cap, rate);
 ``worker`` the work loop; ``output`` the printing and the one error handler.
 """
 
-from leaseq.cli import verbs, worker
+from leaseq.cli import sessions, verbs, worker
 from leaseq.cli.root import app
 
-__all__ = ["app", "main", "verbs", "worker"]
+__all__ = ["app", "main", "sessions", "verbs", "worker"]
 
 
 def main() -> None:

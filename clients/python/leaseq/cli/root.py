@@ -1,6 +1,6 @@
 """The ``leaseq`` command group: its own commands, and those other distributions install.
 
-The client's commands (push, stats, sweep, worker) speak to a service over
+The client's commands (push, stats, sweep, worker, sessions) speak to a service over
 HTTP. The server's (serve, db, report, prune) belong to the server
 distribution, which registers each under the entry-point group
 ``leaseq.commands`` as a ``typer.Typer``; they are loaded only when one of
@@ -28,7 +28,7 @@ SERVER_COMMANDS = {
     "report": "Audit a session from the lead_events ledger.",
     "prune": "Delete done, failed and cached leads.",
 }
-ORDER = ("serve", "db", "push", "stats", "report", "sweep", "worker", "prune")
+ORDER = ("serve", "db", "push", "stats", "report", "sweep", "worker", "sessions", "prune")
 
 
 def _needs_server(name: str, summary: str) -> Any:

@@ -1,4 +1,4 @@
-"""The client verbs (push, stats, sweep) over ``leaseq.client``: input, calls, one-line errors.
+"""The client verbs (push, stats, sweep, sessions) over ``leaseq.client``: input, calls, errors.
 
 ``leaseq.client.AsyncClient`` makes the HTTP calls; this module reads leads from
 JSON lines, runs each verb to completion, and turns any failure — the
@@ -21,7 +21,7 @@ from leaseq.cli.output import CliError, one_line
 from leaseq.client import AsyncClient, RetryPolicy
 from leaseq.errors import LeaseqError
 from leaseq.limits import MAX_PUSH_BATCH, SESSION_PATTERN
-from leaseq.model import AllCounts, Counts, NewLead, PushResult, SweepResult
+from leaseq.model import AllCounts, Counts, NewLead, PushResult, SessionSettings, SweepResult
 
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
@@ -64,6 +64,16 @@ class Service:
     def stats_all(self) -> AllCounts:
         counts: AllCounts = self._run(lambda client: client.stats_all())
         return counts
+
+    def settings(self, session: str) -> SessionSettings:
+        check_session(session)
+        settings: SessionSettings = self._run(lambda client: client.settings(session))
+        return settings
+
+    def put_settings(self, session: str, settings: SessionSettings) -> SessionSettings:
+        check_session(session)
+        stored: SessionSettings = self._run(lambda client: client.put_settings(session, settings))
+        return stored
 
     def dashboard(self) -> dict[str, Any]:
         """What the dashboard shows: ``GET /dashboard/data``."""

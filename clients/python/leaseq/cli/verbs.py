@@ -18,6 +18,7 @@ from leaseq.cli.service import Service, id_ranges
 from leaseq.model import STATUSES, Counts
 
 COUNT_COLUMNS = (*STATUSES, "pending")
+AGE = "oldest_available_age_s"
 
 
 @app.command(
@@ -75,7 +76,7 @@ def stats(
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
-    """Show lead counts by status, per session."""
+    """Show lead counts by status, per session, with each one's oldest available lead's age."""
     service = Service(url, token)
     if watch is not None:
         if as_json:
@@ -89,24 +90,31 @@ def stats(
             every = service.stats_all()
             rows, total = every.sessions, every.total
     if as_json:
-        counts = {name: _counts(c) for name, c in rows.items()}
+        counts = {name: {**_counts(c), AGE: c.oldest_available_age_s} for name, c in rows.items()}
         if total is None:
             typer.echo(json.dumps(next(iter(counts.values()))))
         else:
-            typer.echo(json.dumps({"sessions": counts, "total": _counts(total)}))
+            whole = {**_counts(total), AGE: total.oldest_available_age_s}
+            typer.echo(json.dumps({"sessions": counts, "total": whole}))
         return
-    table = Table("session", *COUNT_COLUMNS, box=None, header_style="bold")
+    table = Table("session", *COUNT_COLUMNS, "oldest available", box=None, header_style="bold")
     for column in table.columns[1:]:
         column.justify = "right"
     for name, c in rows.items():
-        table.add_row(name, *map(str, _counts(c).values()))
+        table.add_row(name, *map(str, _counts(c).values()), age_text(c.oldest_available_age_s))
     if total is not None:
         table.add_section()
-        table.add_row("total", *map(str, _counts(total).values()), style="bold")
+        table.add_row(
+            "total",
+            *map(str, _counts(total).values()),
+            age_text(total.oldest_available_age_s),
+            style="bold",
+        )
     out.print(table)
 
 
-def _age(seconds: float | None) -> str:
+def age_text(seconds: float | None) -> str:
+    """An age for a person: ``42 s``, ``12 min``, ``3 h``; ``-`` for none."""
     if seconds is None:
         return "-"
     s = max(0, round(seconds))
@@ -115,7 +123,7 @@ def _age(seconds: float | None) -> str:
 
 def watch_table(data: dict[str, Any], session: str | None = None) -> Table:
     """The dashboard's numbers (``GET /dashboard/data``) as one table."""
-    columns = (*COUNT_COLUMNS, "oldest queued", "done/min", "wasted")
+    columns = (*COUNT_COLUMNS, "oldest available", "done/min", "wasted")
     minutes = data["window_minutes"]
     table = Table(
         "session",
@@ -131,7 +139,7 @@ def watch_table(data: dict[str, Any], session: str | None = None) -> Table:
         return [
             escape(view["name"]),
             *(str(view[c]) for c in COUNT_COLUMNS),
-            _age(view["oldest_queued_s"]),
+            age_text(view["oldest_available_age_s"]),
             str(view["completed_per_minute"][-1]),
             str(view["wasted"]),
         ]

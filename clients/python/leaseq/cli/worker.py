@@ -11,7 +11,7 @@ from leaseq.worker import runner
 from leaseq.worker.job import HandlerUnusable
 from leaseq.worker.metrics import MetricsUnavailable
 
-DEFAULTS = runner.Options(url="", session="")
+DEFAULTS = runner.Options(url="")
 
 
 @app.command(
@@ -21,8 +21,12 @@ DEFAULTS = runner.Options(url="", session="")
         "leaseq worker --session crawl --concurrency 8 -- python handle.py\n\n"
         "A Python function (async or not) that takes a leaseq.Job:  "
         "leaseq worker --session crawl --handler handle:run\n\n"
-        "The program sees LEASEQ_LEAD_ID, LEASEQ_ATTEMPT and LEASEQ_SESSION, and no other "
-        "LEASEQ_* variable (the token stays with the worker). Exit 0: done; non-zero: "
+        "One pool for several sessions, fair by their weights (leaseq sessions set):  "
+        "leaseq worker -s tenant-a -s tenant-b -- python handle.py; or --any-session.\n\n"
+        "The program sees LEASEQ_LEAD_ID, LEASEQ_ATTEMPT, LEASEQ_SESSION and "
+        "LEASEQ_CHECKPOINT_FILE (the lead's checkpoint as JSON when it has one; write yours "
+        "there and the next heartbeat stores it), and no other LEASEQ_* variable (the "
+        "token stays with the worker). Exit 0: done; non-zero: "
         "retried later while attempts remain, else failed. A lease lost or not renewed in "
         "time, or --max-runtime, kills the program's whole process tree (SIGTERM, then SIGKILL "
         "--kill-grace later) before the lease can end; so does the worker's own death, "
@@ -37,8 +41,16 @@ def worker(
         help="The program to run for each lead.",
         show_default=False,
     ),
-    session: str = typer.Option(
-        ..., "--session", "-s", metavar="NAME", help="The session to work."
+    session: list[str] | None = typer.Option(
+        None,
+        "--session",
+        "-s",
+        metavar="NAME",
+        help="The session to work; again for more, shared out by their weights.",
+        show_default=False,
+    ),
+    any_session: bool = typer.Option(
+        False, "--any-session", help="Work every session, shared out by their weights."
     ),
     handler: str | None = typer.Option(
         None, "--handler", metavar="MODULE:FUNCTION", help="A Python callable instead of a program."
@@ -107,7 +119,8 @@ def worker(
     """Lease leads and run a program (or a Python function) on each until the queue is empty."""
     options = runner.Options(
         url=url,
-        session=session,
+        sessions=tuple(session or ()),
+        any_session=any_session,
         command=command or (),
         handler=handler,
         token=token,

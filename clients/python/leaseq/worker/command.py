@@ -4,6 +4,11 @@ Each run goes through ``leaseq.worker.guard``, a small process between the
 worker and the command, so the command's whole process tree dies when the
 worker asks, when the lease is gone, and when the worker itself dies, even
 of SIGKILL.
+
+Checkpoints go through a file (``CheckpointFile``): ``LEASEQ_CHECKPOINT_FILE``
+names it, holding the lead's checkpoint as JSON when it has one; the command
+writes its own there (best by writing another file and renaming it over), and
+the worker reads each new version and sends it with the next heartbeat.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,6 +35,8 @@ STDERR_TAIL_CHARS = 2000  # of a failed command's stderr, kept as the attempt's 
 GUARD = Path(guard.__file__).resolve()
 SECRET_PREFIX = "LEASEQ_"  # the worker's own settings: its token, the service's URL ...
 GUARD_SETTLE_S = 1.0  # beyond the kill grace, for the guard to reap the tree and exit
+CHECKPOINT_ENV = "LEASEQ_CHECKPOINT_FILE"
+CHECKPOINT_POLL_S = 0.2  # how often the worker looks for a new checkpoint of a command
 
 
 class CommandFailed(Exception):
@@ -38,7 +47,9 @@ class CommandNotStartable(HandlerUnusable):
     """The command cannot be started (not found, not executable): no lead can run."""
 
 
-def command_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
+def command_environment(
+    base: Mapping[str, str], job: Job, checkpoint_file: Path | None = None
+) -> dict[str, str]:
     """What a command sees: ``base`` without any ``LEASEQ_*`` variable, plus the lead's own.
 
     The worker's token (``LEASEQ_TOKEN``) and every other setting of leaseq
@@ -48,18 +59,62 @@ def command_environment(base: Mapping[str, str], job: Job) -> dict[str, str]:
     env.update(
         LEASEQ_LEAD_ID=str(job.id), LEASEQ_ATTEMPT=str(job.attempt), LEASEQ_SESSION=job.session
     )
+    if checkpoint_file is not None:
+        env[CHECKPOINT_ENV] = str(checkpoint_file)
     return env
+
+
+class CheckpointFile:
+    """The file of one run through which a command reads its lead's checkpoint and leaves its
+    own: in a folder of its own (owner only), removed after the run."""
+
+    def __init__(self, job: Job) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="leaseq-checkpoint-"))
+        self.path = self.folder / "checkpoint.json"
+        if job.saved_checkpoint is not None:
+            self.path.write_text(json.dumps(job.saved_checkpoint))
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            found = self.path.stat()
+        except OSError:
+            return None
+        return (found.st_mtime_ns, found.st_size, found.st_ino)
+
+    def collect(self, job: Job) -> None:
+        """A new version of the file becomes the job's checkpoint (one not JSON yet: skipped;
+        its completed write is another version)."""
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen:
+            return
+        self._seen = stamp
+        try:
+            value = json.loads(self.path.read_text())
+            job.checkpoint(value)
+        except (OSError, ValueError) as exc:
+            log.warning("lead %d: the checkpoint file holds no JSON checkpoint: %s", job.id, exc)
+
+    async def watch(self, job: Job) -> None:
+        """Collect new versions until cancelled."""
+        while True:
+            await asyncio.sleep(CHECKPOINT_POLL_S)
+            self.collect(job)
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Command:
     """A handler that runs ``argv`` once per lead.
 
-    The payload goes as JSON on stdin; ``LEASEQ_LEAD_ID``, ``LEASEQ_ATTEMPT``
-    and ``LEASEQ_SESSION`` are in its environment, and no other ``LEASEQ_*``
-    variable. Exit 0 → done, with stdout parsed as JSON (or ``{"output":
-    text}``; nothing → null). Non-zero → the failure path, with the tail of
-    stderr as the error. Stopped (lease lost, not renewed in time, max
-    runtime, shutdown) → its whole process tree gets SIGTERM, then SIGKILL
+    The payload goes as JSON on stdin; ``LEASEQ_LEAD_ID``, ``LEASEQ_ATTEMPT``,
+    ``LEASEQ_SESSION`` and ``LEASEQ_CHECKPOINT_FILE`` (``CheckpointFile``) are
+    in its environment, and no other ``LEASEQ_*`` variable. Exit 0 → done,
+    with stdout parsed as JSON (or ``{"output": text}``; nothing → null).
+    Non-zero → the failure path, with the tail of stderr as the error.
+    Stopped (lease lost, not renewed in time, max runtime, shutdown) → its
+    whole process tree gets SIGTERM, then SIGKILL
     ``kill_grace_s`` later (the job's, unless given here); a renewal refused
     (the lease is someone else's already) gets SIGKILL at once. What the
     command leaves running when it exits is ended the same way.
@@ -79,6 +134,17 @@ class Command:
         self.env = dict(os.environ if env is None else env)
 
     async def __call__(self, job: Job) -> JSON:
+        checkpoints = CheckpointFile(job)
+        watching = asyncio.ensure_future(checkpoints.watch(job))
+        try:
+            return await self._run(job, checkpoints.path)
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+            checkpoints.collect(job)  # its last word, for a release that may follow
+            checkpoints.close()
+
+    async def _run(self, job: Job, checkpoint_file: Path) -> JSON:
         grace = job.kill_grace_s if self.kill_grace_s is None else self.kill_grace_s
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -92,7 +158,7 @@ class Command:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=command_environment(self.env, job),
+            env=command_environment(self.env, job, checkpoint_file),
             start_new_session=True,  # no terminal's Ctrl-C: the worker decides
         )
         try:

@@ -6,10 +6,15 @@ raises to fail the attempt (``HandlerUnusable`` when it can run nothing at
 all). When the worker must stop it (``StopReason``), an async handler is
 cancelled as a task and a sync one is told through its ``CancelToken``,
 which it polls; it has ``Job.kill_grace_s`` to end.
+
+``job.checkpoint(value)`` says where the handler got to: the next heartbeat
+carries it to the service, which stores it on the lead, so a holder after a
+lost lease starts from ``job.lead.checkpoint`` instead of from scratch.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +83,44 @@ class CancelToken:
             raise HandlerCancelled(self.reason or "cancelled")
 
 
+class Checkpoints:
+    """A handler's latest checkpoint, until a renewal carries it. Safe to use from any thread."""
+
+    def __init__(self, saved: JSON = None) -> None:
+        self._lock = threading.Lock()
+        self._latest: JSON = saved
+        self._version = 0  # of the latest set; 0: none set here
+        self._sent = 0  # the newest version a renewal carried
+
+    @property
+    def latest(self) -> JSON:
+        """The last one set, else the one the lead came with (None: none)."""
+        with self._lock:
+            return self._latest
+
+    def set(self, value: JSON) -> None:
+        """Keep ``value`` for the next renewal. Raises ValueError when it is not JSON, or null."""
+        if value is None:
+            raise ValueError("a checkpoint cannot be null")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"a checkpoint must be JSON: {exc}") from None
+        with self._lock:
+            self._latest = value
+            self._version += 1
+
+    def unsent(self) -> tuple[int, JSON] | None:
+        """The latest one a renewal has not carried yet, with its version; None when none."""
+        with self._lock:
+            return None if self._version == self._sent else (self._version, self._latest)
+
+    def sent(self, version: int) -> None:
+        """A renewal that carried ``version`` was confirmed."""
+        with self._lock:
+            self._sent = max(self._sent, version)
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """What a handler gets: the lease (lead, attempt) and the token that says stop.
@@ -89,6 +132,22 @@ class Job:
     lease: Lease
     cancel_token: CancelToken = field(default_factory=CancelToken)
     kill_grace_s: float = 2.0
+    checkpoints: Checkpoints = field(default_factory=Checkpoints)
+
+    @classmethod
+    def of(cls, lease: Lease, *, kill_grace_s: float) -> Job:
+        """The job of a lease, its checkpoints starting from the lead's."""
+        return cls(lease, kill_grace_s=kill_grace_s, checkpoints=Checkpoints(lease.lead.checkpoint))
+
+    def checkpoint(self, value: JSON) -> None:
+        """Say where the work got to (any JSON but None); the next heartbeat stores it on the
+        lead, for whoever holds it next. Raises ValueError when it is not JSON."""
+        self.checkpoints.set(value)
+
+    @property
+    def saved_checkpoint(self) -> JSON:
+        """Where to resume from: the last checkpoint set here, else the lead's (None: none)."""
+        return self.checkpoints.latest
 
     @property
     def lead(self) -> Lead:

@@ -12,6 +12,8 @@ renewal answered lost stops the handler at once, and nothing is sent for it.
 An async handler is cancelled as a task; a sync handler runs in its own
 thread and is told through the ``CancelToken`` of its ``Job``, which it
 polls; a command's whole process tree is killed (``leaseq.worker.command``).
+A checkpoint the handler sets (``job.checkpoint``) rides on the lease's next
+renewal, and on one more renewal before the lead is given back.
 
 After the handler (its ``Outcome``):
 
@@ -45,10 +47,11 @@ import logging
 import math
 import os
 import random
+import re
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -63,7 +66,14 @@ from leaseq.errors import (
     Unavailable,
     first_line,
 )
-from leaseq.limits import MAX_ERROR_CHARS, MAX_LEASE_BATCH, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
+from leaseq.limits import (
+    MAX_ERROR_CHARS,
+    MAX_ITEM_BATCH,
+    MAX_LEASE_BATCH,
+    MAX_TTL_S,
+    MAX_WAIT_S,
+    MIN_TTL_S,
+)
 from leaseq.model import JSON, FinalStatus, Lease, RenewItem
 from leaseq.worker.held import Held, check_kill_grace, kill_grace
 from leaseq.worker.job import Cached, Handler, HandlerUnusable, Job, StopReason
@@ -82,6 +92,7 @@ RETRY_BASE_S = 1.0
 MAX_RETRY_DELAY_S = 300.0
 MIN_CALL_TIMEOUT_S = 0.05
 LOG_EVERY_S = 5.0  # a failing heartbeat says so at most this often
+_CHECKPOINT_FIELD = re.compile(r"items\[(\d+)\]\.checkpoint")
 
 
 def default_owner() -> str:
@@ -187,7 +198,10 @@ def _error_text(error: str) -> str:
 
 
 class Worker:
-    """Leases leads of one session and runs ``handler`` on each, ``concurrency`` at a time.
+    """Leases leads and runs ``handler`` on each, ``concurrency`` at a time.
+
+    ``session``: one session's name; several, to lease from whichever of them is
+    furthest below its fair share by weight; None, from any session.
 
     ``await worker.run()`` returns the ``WorkerStats`` when the queue is empty
     (or after ``stop()``). Errors other than an unreachable service (bad
@@ -204,7 +218,7 @@ class Worker:
     def __init__(
         self,
         client: AsyncClient,
-        session: str,
+        session: str | Sequence[str] | None,
         handler: Handler,
         *,
         owner: str | None = None,
@@ -230,8 +244,10 @@ class Worker:
         check_seconds("give_up_s", give_up_s, low=0.001, high=MAX_SECONDS)
         if ttl_s is not None and kill_grace_s is not None:
             check_kill_grace(ttl_s, kill_grace_s)
+        if not isinstance(session, str | None) and not session:
+            raise ValueError("give a session, several, or None for any session")
         self.client = client
-        self.session = session
+        self.session = session if isinstance(session, str | None) else tuple(session)
         self.handler = handler
         self.owner = owner or default_owner()
         self.concurrency = concurrency
@@ -405,7 +421,7 @@ class Worker:
             log.warning(
                 "the kill grace is %.2fs, not %gs: the ttl is %gs", grace, self.kill_grace_s, ttl
             )
-        job = Job(lease, kill_grace_s=grace)
+        job = Job.of(lease, kill_grace_s=grace)
         held = Held.leased(job, sent=sent, ttl_s=ttl, received=received)
         if not held.confirmed.is_set():
             log.info("lead %d: its lease came late; confirming it before it runs", lease.lead.id)
@@ -478,12 +494,18 @@ class Worker:
         sent = self.clock()
         remaining = min(h.needed_by() for h in batch) - sent
         timeout = min(max(remaining, MIN_CALL_TIMEOUT_S), self.client.timeout_s)
-        items = [RenewItem(h.lease.lead.id, h.lease.token, h.ttl_s) for h in batch]
+        # Each lease's newest checkpoint not carried yet goes along (and its version).
+        carried = [h.job.checkpoints.unsent() for h in batch]
+        items = [
+            RenewItem(h.lease.lead.id, h.lease.token, h.ttl_s, None if c is None else c[1])
+            for h, c in zip(batch, carried, strict=True)
+        ]
         try:
             async with asyncio.timeout(timeout):
                 answers = await self.client.renew_many(items, policy=NO_RETRY, timeout_s=timeout)
         except Exception as exc:  # whatever it was, the heartbeat goes on: retry soon
             now = self.clock()
+            self._drop_refused_checkpoints(exc, batch, carried)
             for h in batch:
                 h.renew_failed(now)
             if isinstance(exc, TimeoutError):
@@ -491,14 +513,33 @@ class Worker:
             if not isinstance(exc, LeaseqError):
                 log.exception("renewal failed unexpectedly")
             return first_line(exc)
-        for h, answer in zip(batch, answers, strict=True):
+        for h, answer, checkpoint in zip(batch, answers, carried, strict=True):
             if answer.ok:
                 h.renewed(sent, answer.ttl_s or h.ttl_s)
+                if checkpoint is not None:
+                    h.job.checkpoints.sent(checkpoint[0])
             elif h.settling:
                 h.renew_at = math.inf  # its complete or release will hear it is lost
             else:
                 h.interrupt(StopReason.LOST)
         return None
+
+    def _drop_refused_checkpoints(
+        self, exc: Exception, batch: list[Held], carried: list[tuple[int, JSON] | None]
+    ) -> None:
+        """A checkpoint the service refused (422: too large, too deep) would fail every renewal
+        it rides on: it is dropped, and the leases renewed without it."""
+        if not isinstance(exc, InvalidInput):
+            return
+        found = _CHECKPOINT_FIELD.fullmatch(exc.field)
+        if found is None:
+            return
+        named = int(found[1])  # its place in its call of at most MAX_ITEM_BATCH items
+        exact = len(batch) <= MAX_ITEM_BATCH
+        for i, (h, checkpoint) in enumerate(zip(batch, carried, strict=True)):
+            if checkpoint is not None and (i == named or not exact):
+                h.job.checkpoints.sent(checkpoint[0])
+                log.error("lead %d: its checkpoint was refused (%s); dropped", h.lease.lead.id, exc)
 
     def check_deadlines(self) -> None:
         """Stop every running handler whose lease may end soon or whose time is up."""
@@ -648,6 +689,7 @@ class Worker:
             await self._unusable(held, ended.error or "the handler cannot run")
             return
         if ended.outcome is Outcome.SHUTDOWN:
+            await self._carry_checkpoint(held)
             release = lambda: self.client.release(  # noqa: E731
                 lead_id, lease.token, 0.0, error=StopReason.SHUTDOWN.value
             )
@@ -680,6 +722,7 @@ class Worker:
         """Give the lead back and stop the worker: every lead would fail the same way."""
         lease = held.lease
         log.error("lead %d: %s; releasing it and stopping", lease.lead.id, error)
+        await self._carry_checkpoint(held)
         text = _error_text(error)
         release = lambda: self.client.release(lease.lead.id, lease.token, 0.0, error=text)  # noqa: E731
         if await self._send(held, release):
@@ -703,6 +746,7 @@ class Worker:
                 delay,
                 error,
             )
+            await self._carry_checkpoint(held)
             release = lambda: self.client.release(lead_id, lease.token, delay, error=error)  # noqa: E731
             if await self._send(held, release):
                 self.stats.released += 1
@@ -712,6 +756,24 @@ class Worker:
         fail = lambda: self.client.complete(lead_id, lease.token, "failed", None, error)  # noqa: E731
         if await self._send(held, fail):
             self._finished("failed")
+
+    async def _carry_checkpoint(self, held: Held) -> None:
+        """Before a lead is given back, a checkpoint no renewal carried yet goes with one, so the
+        next holder resumes from it. A failure is only logged: the release says the rest."""
+        unsent = held.job.checkpoints.unsent()
+        if unsent is None:
+            return
+        version, value = unsent
+        lease = held.lease
+        remaining = held.valid_until - self.clock()
+        try:
+            async with asyncio.timeout(max(remaining, MIN_CALL_TIMEOUT_S)):
+                await self.client.renew(lease.lead.id, lease.token, held.ttl_s, checkpoint=value)
+        except (LeaseqError, TimeoutError) as exc:
+            why = first_line(exc) if str(exc) else type(exc).__name__
+            log.warning("lead %d: its last checkpoint was not stored: %s", lease.lead.id, why)
+            return
+        held.job.checkpoints.sent(version)
 
     async def _send(self, held: Held, call: Callable[[], Awaitable[Any]]) -> bool:
         """Send a complete or release; retried while the lease is surely valid. False if lost.
@@ -753,9 +815,15 @@ def _naming(url: str, detail: str) -> str:
 
 
 def run_worker(
-    url: str, session: str, handler: Handler, *, token: str | None = None, **options: Any
+    url: str,
+    session: str | Sequence[str] | None,
+    handler: Handler,
+    *,
+    token: str | None = None,
+    **options: Any,
 ) -> WorkerStats:
-    """Blocking: work ``session`` at ``url`` until the queue is empty; SIGTERM/SIGINT stop it.
+    """Blocking: work ``session`` (several, or None: any) at ``url`` until the queue is empty;
+    SIGTERM/SIGINT stop it.
 
     ``options`` are ``Worker``'s (concurrency, ttl_s, wait_s, max_runtime_s, grace_s …).
     Signals are handled only when called from the main thread.

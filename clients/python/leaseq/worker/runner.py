@@ -59,7 +59,8 @@ class Options:
     """``leaseq worker``'s options, with the defaults its flags show."""
 
     url: str
-    session: str
+    sessions: Sequence[str] = ()  # one or more; none with any_session
+    any_session: bool = False
     command: Sequence[str] = ()
     handler: str | None = None
     token: str | None = None
@@ -74,6 +75,17 @@ class Options:
     give_up_s: float = DEFAULT_GIVE_UP_S
     forever: bool = False
     quiet: bool = False
+
+    @property
+    def scope(self) -> str | tuple[str, ...] | None:
+        """What the worker leases from: a session, several (fair by weight), or any (None)."""
+        if len(self.sessions) == 1:
+            return self.sessions[0]
+        return None if self.any_session else tuple(self.sessions)
+
+    def describe(self) -> str:
+        """The sessions as the progress line names them."""
+        return "any session" if self.any_session else ", ".join(self.sessions)
 
 
 def handler_of(options: Options) -> Handler:
@@ -118,6 +130,8 @@ def build(options: Options) -> Worker:
     Every option is checked before anything is sent: nothing is leased for a bad one.
     """
     check_seconds("--retry-delay", options.retry_delay_s, low=0, high=MAX_SECONDS)
+    if bool(options.sessions) == options.any_session:
+        raise ValueError("give --session NAME (once or more) or --any-session")
     handle = handler_of(options)
     try:
         return _worker(options, handle)
@@ -129,7 +143,7 @@ def build(options: Options) -> Worker:
 def _worker(options: Options, handle: Handler) -> Worker:
     return Worker(
         AsyncClient(options.url, token=options.token),
-        options.session,
+        options.scope,
         handle,
         owner=options.owner,
         concurrency=options.concurrency,
@@ -166,7 +180,7 @@ def run(worker: Worker, options: Options, console: Console) -> WorkerStats:
     if options.quiet:
         asyncio.run(work())
     else:
-        line = functools.partial(progress, options.session, worker.stats)
+        line = functools.partial(progress, options.describe(), worker.stats)
         live = Live(
             get_renderable=line,
             console=console,

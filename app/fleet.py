@@ -1,0 +1,241 @@
+"""Leasing across sessions: which session the next lease goes to, fair by weight.
+
+A lease across sessions (``POST /lease`` with ``sessions``, or with neither
+``session`` nor ``sessions``: any session) names no one session;
+``Fleet.lease`` chooses one and leases it through the session-scoped
+``Queue.lease_from``: one statement, routed to that session alone, which
+honours the session's cap and rate (docs/scaling.md).
+
+The choice is virtual time per session, as Temporal's fairness keys and
+SQS's fair queues schedule (start-time fair queuing): each session has a
+clock; a lease of n leads advances it by n / weight; among the sessions with
+work, the one whose clock is lowest goes next. A session that comes back with
+work after a time without any starts at the clock of the session served last,
+not at its own old value, so idle time is no credit: it gets its share from
+then on, not a burst that starves the others. Two sessions with work and
+equal weights get equal parts whatever their backlogs; weights 3 and 1, three
+to one. A lease of ``max`` leads takes them from one session; its clock is
+advanced by ``max / weight`` while the statement runs (so concurrent requests
+spread out), and given back for what it did not get.
+
+Which sessions have work is this process's view: read from the database
+(``Queue.available``: the sessions with a lead that could be leased now; and
+the weights of ``Queue.settings_all``) every ``REFRESH_S`` in the background
+while leases go on, and at once when no session it knows of has work (at
+most every ``EMPTY_REFRESH_S``).
+Between reads a NOTIFY of work in a session adds it (``work_arrived``), and a
+lease that takes less than it asked takes the session out. A session whose cap
+or rate held a lease back is skipped until it may have room (its next token;
+``CAPPED_RETRY_S`` for a cap), never waited on.
+
+All of this is per API process, and only steers: fairness, never
+correctness. Every lease is the queue's guarded statement; a session the view
+missed is found at its next read. Several processes each share their own
+leases out by weight, so together they do too.
+
+Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Collection
+from datetime import datetime
+from typing import Any
+
+from app import validation
+from app.queue import Leased, Queue
+from leaseq.model import Lease, SessionSettings
+
+REFRESH_S = 1.0
+EMPTY_REFRESH_S = 0.1
+CAPPED_RETRY_S = 0.05
+TRIES = 3  # sessions tried by one request before the view is read again
+DEFAULT_WEIGHT = SessionSettings().weight
+
+
+class Fleet:
+    """This process's share-out of leases across sessions (see the module docstring)."""
+
+    def __init__(self, queue: Queue, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.queue = queue
+        self._clock = clock
+        self._virtual = 0.0  # the clock of the session served last
+        self._clocks: dict[str, float] = {}
+        self._working: set[str] = set()  # the sessions believed to have a lead available now
+        self._weights: dict[str, float] = {}  # those not of the default weight
+        self._held_until: dict[str, float] = {}  # sessions held back by a cap or a rate
+        self._read_at = -math.inf
+        self._reading: asyncio.Future[None] | None = None
+        self._arrived: set[str] = set()  # work notified while a read runs
+
+    # -- the view ------------------------------------------------------------
+
+    def work_arrived(self, session: str) -> None:
+        """A NOTIFY said leads became available in ``session``."""
+        self._join(session)
+        self._arrived.add(session)
+
+    def _join(self, session: str) -> None:
+        """A session has work: back in the running at no less than the clock served last."""
+        if session not in self._working:
+            self._working.add(session)
+            self._clocks[session] = max(self._clocks.get(session, self._virtual), self._virtual)
+
+    async def read(self) -> None:
+        """Read which sessions have work, and the weights; concurrent callers share one read."""
+        await asyncio.shield(self._start_reading())
+
+    def _start_reading(self) -> asyncio.Future[None]:
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.ensure_future(self._read())
+            self._reading.add_done_callback(_retrieved)
+        return self._reading
+
+    async def close(self) -> None:
+        """Stop a read of the view in the background (shutdown)."""
+        if self._reading is not None and not self._reading.done():
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+
+    async def _refresh(self) -> None:
+        """Keep the view at most REFRESH_S old: read in the background while this process
+        knows of sessions with work (no lease waits for it), at once when it knows of none."""
+        age = self._clock() - self._read_at
+        if not self._working and age >= EMPTY_REFRESH_S:
+            await self.read()
+        elif age >= REFRESH_S:
+            self._start_reading()
+
+    async def _read(self) -> None:
+        started = self._clock()
+        self._arrived = set()
+        available = await self.queue.available()
+        settings = await self.queue.settings_all()
+        self._weights = {
+            name: s.weight for name, s in settings.items() if s.weight != DEFAULT_WEIGHT
+        }
+        fresh = set(available) | self._arrived
+        self._working &= fresh
+        for session in fresh:
+            self._join(session)
+        # A session without work comes back at the clock served last: no need to keep its own
+        # unless it is ahead of that.
+        self._clocks = {
+            name: at
+            for name, at in self._clocks.items()
+            if name in self._working or at > self._virtual
+        }
+        self._held_until = {name: t for name, t in self._held_until.items() if t > started}
+        self._read_at = started
+
+    # -- choosing and leasing ---------------------------------------------------
+
+    def _pick(self, wanted: frozenset[str] | None, tried: set[str], now: float) -> str | None:
+        """The session with work, of those wanted and not tried yet, whose clock is lowest."""
+        pool = self._working if wanted is None else wanted & self._working
+        best: str | None = None
+        lowest = math.inf
+        for session in pool:
+            if session in tried or self._held_until.get(session, -math.inf) > now:
+                continue
+            at = self._clocks[session]
+            if at < lowest:
+                best, lowest = session, at
+        return best
+
+    async def lease(
+        self,
+        sessions: Collection[str] | None,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        idempotency_key: str | None = None,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """Lease up to ``max`` leads of one of ``sessions`` (None: any session), the one furthest
+        below its fair share; [] when none has any available now.
+
+        Raises InvalidInput for a bad session name, owner, max or ttl. With an
+        ``idempotency_key``, a retry gets the leases the first try took,
+        whichever session it chooses first.
+        """
+        wanted = None if sessions is None else validation.lease_sessions(sessions)
+        validation.owner(owner)
+        validation.lease_max(max)
+        if ttl_s is not None:
+            validation.ttl(ttl_s)
+        request: dict[str, Any] | None = None
+        if idempotency_key is not None:  # what the key stands for: the sessions asked
+            listed = None if wanted is None else sorted(wanted)
+            request = {"sessions": listed, "owner": owner, "max": max, "ttl_s": ttl_s}
+        await self._refresh()
+        for again in (False, True):  # the view as it is; if nothing came of it, read anew
+            if again:
+                if self._clock() - self._read_at < EMPTY_REFRESH_S:
+                    break
+                await self.read()
+            tried: set[str] = set()
+            while len(tried) < TRIES:
+                session = self._pick(wanted, tried, self._clock())
+                if session is None:
+                    break
+                tried.add(session)
+                leased = await self._lease_one(
+                    session, owner, max, ttl_s, idempotency_key, request, now
+                )
+                if leased.leases:
+                    return leased.leases
+        return []
+
+    def _give_back(self, session: str, share: float) -> None:
+        """Take back a reservation a lease did not use (unless a read forgot the session)."""
+        if session in self._clocks:
+            self._clocks[session] -= share
+
+    async def _lease_one(
+        self,
+        session: str,
+        owner: str,
+        asked: int,
+        ttl_s: float | None,
+        idempotency_key: str | None,
+        request: dict[str, Any] | None,
+        now: datetime | None,
+    ) -> Leased:
+        """Lease ``session``: its clock advanced by what it took, its work and limits noted."""
+        weight = self._weights.get(session, DEFAULT_WEIGHT)
+        start = self._clocks[session]
+        self._virtual = max(self._virtual, start)
+        self._clocks[session] = start + asked / weight  # reserved while the statement runs
+        try:
+            leased = await self.queue.lease_from(
+                session,
+                owner,
+                max=asked,
+                ttl_s=ttl_s,
+                idempotency_key=idempotency_key,
+                request=request,
+                now=now,
+            )
+        except BaseException:
+            self._give_back(session, asked / weight)
+            raise
+        taken = len(leased.leases)
+        self._give_back(session, (asked - taken) / weight)
+        held_back = leased.next_token_s or (CAPPED_RETRY_S if leased.capped else None)
+        if held_back is not None:
+            self._held_until[session] = self._clock() + held_back
+        elif taken < asked:  # it had no more
+            self._working.discard(session)
+        return leased
+
+
+def _retrieved(reading: asyncio.Future[None]) -> None:
+    """A read that failed in the background is tried again by the next lease; its error (an
+    outage: Unavailable) is the next caller's to see, not a warning of an unread exception."""
+    if not reading.cancelled():
+        reading.exception()

@@ -1,0 +1,200 @@
+"""``leaseq sessions set`` and ``leaseq sessions show``: a session's weight, cap and rate.
+
+``set`` changes only the settings it is given (it reads the others first) and
+``none`` lifts a limit; ``show NAME`` shows one session's settings beside what
+it holds, ``show`` every session the dashboard lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from leaseq.cli.output import EXIT_USAGE, fail, one_line_errors, out, say
+from leaseq.cli.root import ServiceUrl, Token, app
+from leaseq.cli.service import Service, check_session
+from leaseq.cli.verbs import age_text
+from leaseq.model import Counts, SessionSettings
+
+sessions = typer.Typer(
+    help="A session's weight in a shared pool of workers, its cap and its rate.",
+    no_args_is_help=True,
+)
+app.add_typer(sessions, name="sessions")
+
+NONE = "none"
+# Rates as people write them: a number of leases per second, minute or hour.
+PER = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hour": 3600.0}
+_RATE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?:/\s*([a-z]+))?\s*")
+
+
+def parse_rate(text: str) -> float | None:
+    """``5/s``, ``300/min``, ``2/h`` or ``5`` (per second) as leases per second; ``none``: None.
+
+    Raises ValueError.
+    """
+    if text.strip().lower() == NONE:
+        return None
+    found = _RATE.fullmatch(text.lower())
+    if found is None or (found[2] is not None and found[2] not in PER):
+        raise ValueError(f"--rate {text!r}: write N/s, N/min or N/h (or none)")
+    return float(found[1]) / PER[found[2] or "s"]
+
+
+def _count(flag: str, text: str) -> int | None:
+    """A whole number, or ``none``. Raises ValueError."""
+    if text.strip().lower() == NONE:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: a whole number, or none") from None
+
+
+def changed(
+    current: SessionSettings,
+    *,
+    weight: float | None,
+    max_leased: str | None,
+    rate: str | None,
+    burst: str | None,
+) -> SessionSettings:
+    """``current`` with the flags given applied (a rate lifted takes its burst along).
+
+    Raises ValueError for a flag that does not parse.
+    """
+    update: dict[str, Any] = {}
+    if weight is not None:
+        update["weight"] = weight
+    if max_leased is not None:
+        update["max_leased"] = _count("--max-leased", max_leased)
+    if rate is not None:
+        update["rate_per_s"] = parse_rate(rate)
+        if update["rate_per_s"] is None:
+            update["burst"] = None
+    if burst is not None:
+        update["burst"] = _count("--burst", burst)
+    return dataclasses.replace(current, **update)
+
+
+def describe(settings: SessionSettings) -> str:
+    """One line: ``weight 3, max leased 10, rate 5/s (burst 5)``."""
+    cap = "no cap" if settings.max_leased is None else f"max leased {settings.max_leased}"
+    if settings.rate_per_s is None:
+        rate = "no rate"
+    else:
+        burst = "1 s worth" if settings.burst is None else settings.burst
+        rate = f"rate {settings.rate_per_s:g}/s (burst {burst})"
+    return f"weight {settings.weight:g}, {cap}, {rate}"
+
+
+@sessions.command(
+    "set",
+    epilog=(
+        "Three times the share of the others, at most 10 leased at once, 5 leases a second:  "
+        "leaseq sessions set tenant-a --weight 3 --max-leased 10 --rate 5/s\n\n"
+        "Lift the cap:  leaseq sessions set tenant-a --max-leased none"
+    ),
+)
+def set_settings(
+    name: str = typer.Argument(..., metavar="SESSION"),
+    weight: float | None = typer.Option(
+        None, "--weight", metavar="W", help="Its share against the other sessions (default 1)."
+    ),
+    max_leased: str | None = typer.Option(
+        None, "--max-leased", metavar="N|none", help="At most N of its leads leased at once."
+    ),
+    rate: str | None = typer.Option(
+        None, "--rate", metavar="N/s|N/min|none", help="At most this many leases granted."
+    ),
+    burst: str | None = typer.Option(
+        None,
+        "--burst",
+        metavar="N|none",
+        help="Leases granted at once after a quiet time (default: one second's worth).",
+    ),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Change a session's weight, cap or rate; the settings not given stay."""
+    service = Service(url, token)
+    with one_line_errors():
+        check_session(name)
+        current = service.settings(name)
+        try:
+            wanted = changed(current, weight=weight, max_leased=max_leased, rate=rate, burst=burst)
+        except ValueError as exc:
+            fail(str(exc), EXIT_USAGE)
+        stored = service.put_settings(name, wanted)
+    say(f"{name}: {describe(stored)}")
+
+
+@sessions.command(
+    "show",
+    epilog="One session:  leaseq sessions show tenant-a\n\nEvery session:  leaseq sessions show",
+)
+def show(
+    name: str | None = typer.Argument(None, metavar="[SESSION]"),
+    as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Show a session's settings beside what it holds (every session's, without a name)."""
+    service = Service(url, token)
+    with one_line_errors():
+        if name is not None:
+            check_session(name)
+            rows = [_row(name, service.settings(name), service.stats(name))]
+        else:
+            rows = [_dashboard_row(view) for view in service.dashboard()["sessions"]]
+    if as_json:
+        typer.echo(json.dumps(rows if name is None else rows[0]))
+        return
+    table = Table(
+        "session",
+        "weight",
+        "leased",
+        "max leased",
+        "rate/s",
+        "burst",
+        "oldest available",
+        box=None,
+        header_style="bold",
+    )
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for row in rows:
+        table.add_row(
+            escape(row["session"]),
+            f"{row['weight']:g}",
+            str(row["leased"]),
+            _or_dash(row["max_leased"]),
+            _or_dash(row["rate_per_s"]),
+            _or_dash(row["burst"]),
+            age_text(row["oldest_available_age_s"]),
+        )
+    out.print(table)
+
+
+def _row(name: str, settings: SessionSettings, counts: Counts) -> dict[str, Any]:
+    return {
+        "session": name,
+        **dataclasses.asdict(settings),
+        "leased": counts.leased,
+        "oldest_available_age_s": counts.oldest_available_age_s,
+    }
+
+
+def _dashboard_row(view: dict[str, Any]) -> dict[str, Any]:
+    names = ("weight", "max_leased", "rate_per_s", "burst", "leased", "oldest_available_age_s")
+    return {"session": view["name"], **{key: view[key] for key in names}}
+
+
+def _or_dash(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"

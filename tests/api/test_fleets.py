@@ -1,0 +1,184 @@
+"""SPEC "Fleets" over REST: leases across sessions, settings, checkpoints, the scaling signal."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from tests.api import shapes
+from tests.api.conftest import listening, waiters
+from tests.api.test_metrics import samples, value
+
+SETTINGS = {"weight": 1.0, "max_leased": None, "rate_per_s": None, "burst": None}
+
+
+async def push(client: httpx.AsyncClient, session: str, n: int) -> list[int]:
+    answer = await client.post(f"/sessions/{session}/leads", json={"leads": [{"payload": {}}] * n})
+    assert answer.status_code == 201, answer.text
+    ids: list[int] = answer.json()["ids"]
+    return ids
+
+
+async def lease(client: httpx.AsyncClient, **body: Any) -> list[dict[str, Any]]:
+    answer = await client.post("/lease", json={"owner": "w", **body})
+    assert answer.status_code == 200, answer.text
+    leases: list[dict[str, Any]] = answer.json()["leases"]
+    for got in leases:
+        shapes.lease(got)
+    return leases
+
+
+async def test_a_lease_across_sessions_shares_them_out_by_weight(
+    client: httpx.AsyncClient,
+) -> None:
+    await push(client, "heavy", 300)
+    await push(client, "light", 300)
+    await push(client, "other", 300)
+    put = await client.put("/sessions/heavy/settings", json={"weight": 3})
+    assert put.status_code == 200 and put.json() == SETTINGS | {"weight": 3.0}
+    got: Counter[str] = Counter()
+    for _ in range(80):
+        for leased in await lease(client, sessions=["heavy", "light"]):
+            got[leased["lead"]["session"]] += 1
+    assert abs(got["heavy"] - 60) <= 1 and abs(got["light"] - 20) <= 1, got
+    # Neither session nor sessions: any session, "other" too.
+    anywhere: Counter[str] = Counter()
+    for _ in range(50):
+        for leased in await lease(client):
+            anywhere[leased["lead"]["session"]] += 1
+    assert set(anywhere) == {"heavy", "light", "other"}
+    assert anywhere["other"] >= 20, anywhere  # it was furthest behind: it catches up
+
+
+async def test_settings_round_trip_and_bad_settings_change_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    assert (await client.get("/sessions/t/settings")).json() == SETTINGS
+    full = {"weight": 2.5, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
+    assert (await client.put("/sessions/t/settings", json=full)).json() == full
+    assert (await client.get("/sessions/t/settings")).json() == full
+    for bad in (
+        {"weight": 0},
+        {"max_leased": -1},
+        {"rate_per_s": -2},
+        {"burst": 3},
+        {"max_leased": "7"},
+        {"weight": 1, "tokens": 5},
+    ):
+        refused = await client.put("/sessions/t/settings", json=bad)
+        shapes.problem(refused, 422, "validation_error")
+        assert (await client.get("/sessions/t/settings")).json() == full
+    partial = await client.put("/sessions/t/settings", json={"max_leased": 3})
+    assert partial.json() == SETTINGS | {"max_leased": 3}  # PUT: the rest back to defaults
+
+
+async def test_a_capped_session_leases_up_to_its_cap(client: httpx.AsyncClient) -> None:
+    await push(client, "c", 10)
+    await client.put("/sessions/c/settings", json={"max_leased": 2})
+    assert len(await lease(client, session="c", max=10)) == 2
+    assert await lease(client, session="c", max=10) == []
+    assert await lease(client, sessions=["c"], max=10) == []  # skipped, not waited on
+    shapes.counts((await client.get("/sessions/c/stats")).json(), queued=8, leased=2)
+
+
+async def test_a_checkpoint_goes_to_the_next_holder(client: httpx.AsyncClient) -> None:
+    [lead_id] = await push(client, "cp", 1)
+    [first] = await lease(client, session="cp", ttl_s=1)
+    assert first["lead"]["checkpoint"] is None
+    renewed = await client.post(
+        "/renew/batch",
+        json={
+            "items": [
+                {
+                    "lead_id": lead_id,
+                    "token": first["token"],
+                    "ttl_s": 1,
+                    "checkpoint": {"step": 3, "of": 5},
+                }
+            ]
+        },
+    )
+    assert renewed.json()["results"][0]["ok"] is True
+    shapes.lead((await client.get(f"/leads/{lead_id}")).json(), checkpoint={"step": 3, "of": 5})
+    await asyncio.sleep(1.1)  # the lease runs out on the database clock
+    assert (await client.post("/sweep", json={"session": "cp"})).json()["requeued"] == 1
+    [second] = await lease(client, session="cp")
+    assert second["attempt"] == 2 and second["lead"]["checkpoint"] == {"step": 3, "of": 5}
+    answer = await client.post(
+        "/renew", json={"lead_id": lead_id, "token": second["token"], "checkpoint": [4]}
+    )
+    assert answer.status_code == 200
+    released = await client.post("/release", json={"lead_id": lead_id, "token": second["token"]})
+    assert released.json()["lead"]["checkpoint"] == [4]
+
+
+async def test_a_bad_checkpoint_renews_nothing(client: httpx.AsyncClient) -> None:
+    [a, b] = await push(client, "bad", 2)
+    one, two = await lease(client, session="bad", max=2, ttl_s=60)
+    items = [
+        {"lead_id": one["lead"]["id"], "token": one["token"], "checkpoint": {"fine": 1}},
+        {"lead_id": two["lead"]["id"], "token": two["token"], "checkpoint": {"nul": "\x00"}},
+    ]
+    refused = await client.post("/renew/batch", json={"items": items})
+    problem = shapes.problem(refused, 422, "validation_error")
+    assert "items[1].checkpoint" in problem["detail"]
+    for leased in (one, two):
+        lead = (await client.get(f"/leads/{leased['lead']['id']}")).json()
+        assert lead["checkpoint"] is None
+        assert lead["lease_expires_at"] == leased["expires_at"]
+    assert {a, b} == {one["lead"]["id"], two["lead"]["id"]}
+
+
+async def test_a_long_poll_across_sessions_wakes_on_work_in_any_of_them(
+    client: httpx.AsyncClient,
+) -> None:
+    await listening(client)
+    for body, session in (({"sessions": ["n1", "n2"]}, "n2"), ({}, "elsewhere")):
+        waiting = asyncio.ensure_future(
+            client.post("/lease", json={"owner": "w", "wait_s": 10, **body})
+        )
+        await waiters(client, 1)
+        started = time.monotonic()
+        [pushed] = await push(client, session, 1)
+        [leased] = (await waiting).json()["leases"]
+        assert time.monotonic() - started < 3  # woken by the NOTIFY, not the end of the wait
+        assert leased["lead"]["id"] == pushed
+
+
+async def test_work_in_a_session_not_named_wakes_no_one(client: httpx.AsyncClient) -> None:
+    await listening(client)
+    waiting = asyncio.ensure_future(
+        client.post("/lease", json={"sessions": ["mine"], "owner": "w", "wait_s": 1})
+    )
+    await waiters(client, 1)
+    await push(client, "theirs", 1)
+    assert (await waiting).json()["leases"] == []
+    shapes.counts((await client.get("/sessions/theirs/stats")).json(), queued=1)
+
+
+async def test_the_scaling_signal_moves(client: httpx.AsyncClient) -> None:
+    def age() -> float:
+        key = ("leaseq_oldest_available_age_seconds", (("session", "scale"),))
+        assert key in found, sorted(name for name, _ in found)
+        return value(found, key[0], session="scale")
+
+    await push(client, "scale", 2)
+    found = samples((await client.get("/metrics")).text)
+    first = age()
+    stats = (await client.get("/sessions/scale/stats")).json()
+    shapes.counts(stats, queued=2)
+    assert stats["oldest_available_age_s"] >= 0
+    await asyncio.sleep(1.1)
+    found = samples((await client.get("/metrics")).text)
+    assert age() >= first + 1  # the same lead, a second older
+    every = (await client.get("/stats")).json()
+    assert every["sessions"]["scale"]["oldest_available_age_s"] >= 1
+    assert every["total"]["oldest_available_age_s"] >= 1
+    await lease(client, session="scale", max=2)  # taken: nothing waits any more
+    found = samples((await client.get("/metrics")).text)
+    assert age() == 0
+    assert (await client.get("/sessions/scale/stats")).json()["oldest_available_age_s"] is None
