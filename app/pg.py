@@ -25,7 +25,8 @@ server connection, where a named statement may not exist). A pooler that
 refuses the startup options gets connections without them (and no prepared
 statements), with one warning. When a pooler
 nobody told us of shows itself by such an error (``DuplicatePreparedStatement``,
-``InvalidSqlStatementName``), prepared statements are turned off for the whole
+``InvalidSqlStatementName``, or a bind refused because the server connection holds
+another client's statement of that name), prepared statements are turned off for the whole
 pool, one warning is logged, and the statement is run once more: the failed
 one never ran (a statement outside a transaction is retried alone; a
 transaction, rolled back by then, is retried whole).
@@ -231,7 +232,9 @@ class Database:
                 conn.prepare_threshold = None
             try:
                 return await work(conn)
-            except _PREPARED_LOST as exc:  # in a transaction, rolled back whole: run it again
+            except psycopg.Error as exc:  # in a transaction, rolled back whole: run it again
+                if not _prepared_lost(exc):
+                    raise
                 self.prepared_statements_failed(exc)
                 conn.prepare_threshold = None
                 return await work(conn)
@@ -317,8 +320,18 @@ class Database:
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 # What PgBouncer answers a connection that carries startup options (statement_timeout).
 _STARTUP_REFUSED = "unsupported startup parameter"
-# A prepared statement a transaction pooler lost or doubled between server connections.
-_PREPARED_LOST = (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
+
+
+def _prepared_lost(exc: BaseException) -> bool:
+    """A prepared statement a transaction pooler lost, doubled or mixed up between server
+    connections: a name this connection prepared is missing there, already taken, or bound
+    to another client's statement (``bind message supplies 6 parameters, but prepared
+    statement "_pg3_0" requires 9``). The statement did not run."""
+    if isinstance(
+        exc, psycopg.errors.DuplicatePreparedStatement | psycopg.errors.InvalidSqlStatementName
+    ):
+        return True
+    return isinstance(exc, psycopg.errors.ProtocolViolation) and "prepared statement" in str(exc)
 
 
 def _reporting(database: Database) -> type[Connection]:
@@ -355,8 +368,8 @@ async def execute(conn: Connection, query: str, params: Params | None = None) ->
     """
     try:
         cursor = await conn.execute(query, params)
-    except _PREPARED_LOST as exc:
-        if conn.info.transaction_status != TransactionStatus.IDLE:
+    except psycopg.Error as exc:
+        if not _prepared_lost(exc) or conn.info.transaction_status != TransactionStatus.IDLE:
             raise
         report = getattr(conn, "prepared_statements_failed", None)
         if report is not None:
