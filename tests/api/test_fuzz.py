@@ -170,7 +170,8 @@ def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: 
         def setup(self) -> None:
             with psycopg.connect(libpq_url(fuzz_database), autocommit=True) as conn:
                 conn.execute(
-                    "TRUNCATE leads, lead_events, idempotency_keys, session_settings RESTART IDENTITY"
+                    "TRUNCATE leads, lead_events, idempotency_keys, session_settings"
+                    " RESTART IDENTITY"
                 )
 
         @initialize(target=machine.bundles["POST /sessions/{session}/leads -> 201"])
