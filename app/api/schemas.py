@@ -175,7 +175,8 @@ class LeaseIn(Body):
 
     @model_validator(mode="after")
     def _one_scope(self) -> Self:
-        if self.session is not None and self.sessions is not None:
+        # Both keys present is refused even when one is null, as the schema's "not" says.
+        if {"session", "sessions"} <= self.model_fields_set:
             raise ValueError('give "session" or "sessions", not both')
         return self
 

@@ -79,6 +79,7 @@ BAD_INPUT: dict[str, tuple[str, str, Any, tuple[int, str]]] = {
     "sweep all false": ("POST", "/sweep", {"all": False}, V),
     # leases across sessions
     "lease both session and sessions": ("POST", "/lease", LEASE | {"sessions": ["s"]}, V),
+    "lease both keys, one null": ("POST", "/lease", LEASE | {"sessions": None}, V),
     "lease sessions empty": ("POST", "/lease", {"sessions": [], "owner": "w"}, V),
     "lease sessions not a list": ("POST", "/lease", {"sessions": "s", "owner": "w"}, V),
     "lease sessions with a bad name": (
