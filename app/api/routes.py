@@ -15,14 +15,16 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from app import metrics, overview, report
+from app import metrics, overview, report, validation
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.runtime import Runtime
 from app.api.schemas import (
     AllStatsOut,
     BatchOut,
     CompleteBatchIn,
+    CompleteBatchOut,
     CompleteIn,
+    CompleteOut,
     CountsOut,
     Health,
     IdempotencyKey,
@@ -47,7 +49,7 @@ from app.listener import lease_waiting
 from app.queue import Queue
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
-from leaseq.model import AllCounts, CompleteItem, NewLead, RenewItem, SessionSettings
+from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings
 
 
 # Dependencies are coroutines so FastAPI calls them inline, not in its threadpool.
@@ -153,10 +155,27 @@ async def lease(
     when none is asked), and its lead the `checkpoint` its last holder left. With an
     `Idempotency-Key`, the same request sent again gets the leases the first one took
     (those still valid), never new ones."""
+    return LeasesOut.of(await _lease(body, runtime, request, idempotency_key))
+
+
+def _check_lease(body: LeaseIn | None) -> None:
+    """A ``next`` is checked in full before the completion it follows changes anything."""
+    if body is not None:
+        validation.lease_request(_scope(body), body.owner, body.max, body.ttl_s)
+
+
+def _scope(body: LeaseIn) -> str | list[str] | None:
+    return body.session if body.session is not None else body.sessions
+
+
+async def _lease(
+    body: LeaseIn, runtime: Runtime, request: Request, idempotency_key: str | None
+) -> list[Lease]:
+    """The leases of a /lease body, asked by /lease or by a completion's ``next``."""
     leases = await lease_waiting(
         runtime.queue,
         runtime.listener,
-        body.session if body.session is not None else body.sessions,
+        _scope(body),
         body.owner,
         max=body.max,
         ttl_s=body.ttl_s,
@@ -166,7 +185,7 @@ async def lease(
         fleet=runtime.fleet,
     )
     metrics.LEASES.inc(len(leases))
-    return LeasesOut.of(leases)
+    return leases
 
 
 @router.post(
@@ -205,43 +224,72 @@ async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
     return BatchOut.of(results)
 
 
+NEXT_DOC = """
+
+With `next` (the body of `/lease`), once the completion is done the same request leases
+too, and the answer's `leases` hold what it took: a worker at steady state sends one
+request per lead. `next` is checked before anything changes. The `Idempotency-Key`
+stands for that lease, as on `/lease`: sent again, the request gets the leases the first
+took (those still valid)."""
+
+COMPLETE_DOC = """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise
+(and nothing is leased).
+
+Idempotent: the same lead, token and status again after it succeeded (a retry whose
+answer was lost) answers 200 with the lead as finished, and changes nothing; any other
+completion of a finished lead is `lease_lost`."""
+
+COMPLETE_BATCH_DOC = """Complete up to 100 leases; one result per item, in the order given.
+An item its lease already completed with the same status is `ok` again, as for `/complete`."""
+
+
 @router.post(
     "/complete",
     tags=["workers"],
+    description=COMPLETE_DOC + NEXT_DOC,
     responses=responses("lease_lost", *BODY_PROBLEMS),
 )
-async def complete(body: CompleteIn, queue: QueueDep) -> LeadAnswer:
-    """Finish a valid lease as `done`, `failed` or `cached`; 409 `lease_lost` otherwise.
-
-    Idempotent: the same lead, token and status again after it succeeded (a retry
-    whose answer was lost) answers 200 with the lead as finished, and changes nothing;
-    any other completion of a finished lead is `lease_lost`."""
+async def complete(
+    body: CompleteIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
+) -> CompleteOut:
+    _check_lease(body.next)
     with counting_lost("complete"):
-        lead = await queue.complete(body.lead_id, body.token, body.status, body.result, body.error)
+        lead = await runtime.queue.complete(
+            body.lead_id, body.token, body.status, body.result, body.error
+        )
     metrics.COMPLETIONS.labels(body.status).inc()
-    return LeadAnswer.of(lead)
+    if body.next is None:
+        return CompleteOut.of(lead)
+    return CompleteOut.of(lead, await _lease(body.next, runtime, request, idempotency_key))
 
 
 @router.post(
     "/complete/batch",
     tags=["workers"],
-    response_model_exclude_none=True,
+    description=COMPLETE_BATCH_DOC + NEXT_DOC,
     responses=responses(*BODY_PROBLEMS),
 )
-async def complete_batch(body: CompleteBatchIn, queue: QueueDep) -> BatchOut:
-    """Complete up to 100 leases; one result per item, in the order given. An item its
-    lease already completed with the same status is `ok` again, as for `/complete`."""
+async def complete_batch(
+    body: CompleteBatchIn,
+    runtime: RuntimeDep,
+    request: Request,
+    idempotency_key: IdempotencyKey = None,
+) -> CompleteBatchOut:
+    _check_lease(body.next)
     items = [
         CompleteItem(item.lead_id, item.token, item.status, item.result, item.error)
         for item in body.items
     ]
-    results = await queue.complete_many(items)
+    results = await runtime.queue.complete_many(items)
     for item, result in zip(items, results, strict=True):
         if result.ok:
             metrics.COMPLETIONS.labels(item.status).inc()
         else:
             metrics.LOST_LEASES.labels("complete").inc()
-    return BatchOut.of(results)
+    if body.next is None:
+        return CompleteBatchOut.of(results)
+    leases = await _lease(body.next, runtime, request, idempotency_key)
+    return CompleteBatchOut.of(results, leases)
 
 
 @router.post(

@@ -19,9 +19,12 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -198,7 +201,7 @@ class RenewBatchIn(Body):
     items: list[RenewIn] = Field(min_length=1, max_length=MAX_ITEM_BATCH)
 
 
-class CompleteIn(Body):
+class CompleteItemIn(Body):
     lead_id: LeadId
     token: Token
     status: FinalStatus = "done"
@@ -206,8 +209,19 @@ class CompleteIn(Body):
     error: ErrorText | None = None
 
 
+NEXT = (
+    "The body of /lease: once the completion is done, lease this too, in the same request. "
+    "The answer's `leases` hold what it took."
+)
+
+
+class CompleteIn(CompleteItemIn):
+    next: LeaseIn | None = Field(None, description=NEXT)
+
+
 class CompleteBatchIn(Body):
-    items: list[CompleteIn] = Field(min_length=1, max_length=MAX_ITEM_BATCH)
+    items: list[CompleteItemIn] = Field(min_length=1, max_length=MAX_ITEM_BATCH)
+    next: LeaseIn | None = Field(None, description=NEXT)
 
 
 class ReleaseIn(Body):
@@ -307,6 +321,36 @@ class LeasesOut(Answer):
         return cls.model_validate({"leases": leases})
 
 
+class WithNextOut(Answer):
+    """An answer that carries ``leases`` only when its request asked for ``next``."""
+
+    leases: list[LeaseOut] = Field(
+        default_factory=list,
+        description="Only when the request had `next`: the leases it took (maybe none).",
+    )
+    _asked: bool = PrivateAttr(False)
+
+    # No return annotation: pydantic would take it for the answer's schema.
+    @model_serializer(mode="wrap")
+    def _leases_when_asked(self, serialize: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        answer = serialize(self)
+        if not self._asked:
+            answer.pop("leases", None)
+        return answer
+
+    def asked(self, leases: list[Lease] | None) -> Self:
+        self._asked = leases is not None
+        return self
+
+
+class CompleteOut(WithNextOut):
+    lead: LeadOut
+
+    @classmethod
+    def of(cls, lead: Lead, leases: list[Lease] | None = None) -> CompleteOut:
+        return cls.model_validate({"lead": lead, "leases": leases or []}).asked(leases)
+
+
 class PushOut(Answer):
     ids: list[int] = Field(description="In input order; a duplicate's existing id in its place.")
     created: int
@@ -331,6 +375,11 @@ class ItemOut(Answer):
     ttl_s: float | None = Field(None, description="A renewal's: " + GRANTED)
     code: str | None = None
 
+    # No return annotation: pydantic would take it for the answer's schema.
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, serialize: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        return {name: value for name, value in serialize(self).items() if value is not None}
+
 
 class BatchOut(Answer):
     results: list[ItemOut]
@@ -338,6 +387,15 @@ class BatchOut(Answer):
     @classmethod
     def of(cls, results: list[ItemResult]) -> BatchOut:
         return cls.model_validate({"results": results})
+
+
+class CompleteBatchOut(WithNextOut):
+    results: list[ItemOut]
+
+    @classmethod
+    def of(cls, results: list[ItemResult], leases: list[Lease] | None = None) -> CompleteBatchOut:
+        answer = cls.model_validate({"results": results, "leases": leases or []})
+        return answer.asked(leases)
 
 
 class SweepOut(Answer):

@@ -149,7 +149,10 @@ class FakeService:
         return lead
 
     def _lease(self, body: dict[str, Any]) -> httpx.Response:
-        leases = []
+        return httpx.Response(200, json={"leases": self._leases(body)})
+
+    def _leases(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        leases: list[dict[str, Any]] = []
         for lead in self.leads.values():
             if len(leases) == body.get("max", 1):
                 break
@@ -169,7 +172,7 @@ class FakeService:
                     "ttl_s": ttl,
                 }
             )
-        return httpx.Response(200, json={"leases": leases})
+        return leases
 
     def _renew(self, body: dict[str, Any]) -> httpx.Response:
         answer = self._renew_batch({"items": [body]}, field="checkpoint")
@@ -203,12 +206,15 @@ class FakeService:
         lead = self._valid(body["lead_id"], body["token"])
         if lead is None:
             lead = self.leads.get(body["lead_id"])
-            if lead is not None and (lead.token, lead.status) == (body["token"], body["status"]):
-                return httpx.Response(200, json={"lead": lead.as_json(self.clock)})  # a retry
-            return problem(409, "lease_lost", "the lease is no longer valid")
-        lead.status, lead.result, lead.error = body["status"], body["result"], body["error"]
-        lead.expires_at = None  # the token stays: a retry is answered as the first
-        return httpx.Response(200, json={"lead": lead.as_json(self.clock)})
+            if lead is None or (lead.token, lead.status) != (body["token"], body["status"]):
+                return problem(409, "lease_lost", "the lease is no longer valid")
+        else:  # a retry is answered as the first, below
+            lead.status, lead.result, lead.error = body["status"], body["result"], body["error"]
+            lead.expires_at = None  # the token stays: a retry is answered as the first
+        answer: dict[str, Any] = {"lead": lead.as_json(self.clock)}
+        if "next" in body:
+            answer["leases"] = self._leases(body["next"])
+        return httpx.Response(200, json=answer)
 
     def _release(self, body: dict[str, Any]) -> httpx.Response:
         lead = self._valid(body["lead_id"], body["token"])

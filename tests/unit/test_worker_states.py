@@ -516,3 +516,50 @@ def test_an_absurd_option_is_refused_before_anything_is_sent(option: str, value:
     with pytest.raises(ValueError, match="too long for a ttl"):
         worker(service, Stalls(), ttl_s=3, kill_grace_s=2)
     assert service.requests == []
+
+
+# -- one request per lead ------------------------------------------------------
+
+
+async def test_a_busy_worker_sends_one_request_per_lead(service: FakeService) -> None:
+    service.push(*({"n": n} for n in range(5)))
+    stats = await worker(service, lambda job: job.payload["n"]).run()
+    assert stats.done == 5
+    # The first lease, then each completion leases the next; the last finds nothing, and a
+    # lease of its own says the queue is empty.
+    assert service.paths() == ["/lease"] + ["/complete"] * 5 + ["/lease"]
+    nexts = [body["next"] for path, body in service.requests if path == "/complete"]
+    assert nexts == [{"session": "s", "owner": "w", "max": 1, "wait_s": 0.0, "ttl_s": 60.0}] * 5
+    assert all(lead.status == "done" for lead in service.leads.values())
+
+
+async def test_without_lease_on_complete_a_lead_is_two_requests(service: FakeService) -> None:
+    service.push({"n": 0}, {"n": 1})
+    stats = await worker(service, lambda job: None, lease_on_complete=False).run()
+    assert stats.done == 2
+    assert service.paths() == ["/lease", "/complete", "/lease", "/complete", "/lease"]
+    assert all("next" not in body for path, body in service.requests if path == "/complete")
+
+
+async def test_a_service_that_takes_no_next_gets_plain_completions(
+    service: FakeService,
+) -> None:
+    service.push({"n": 0}, {"n": 1})
+    plain = service._complete
+
+    def no_next(body: dict[str, Any]) -> httpx.Response:
+        if "next" in body:  # as a service before `next` answers an unknown field
+            return httpx.Response(
+                422,
+                json={
+                    "code": "validation_error",
+                    "detail": "body.next: Extra inputs are not permitted",
+                },
+                headers={"content-type": "application/problem+json"},
+            )
+        return plain(body)
+
+    service._complete = no_next  # type: ignore[method-assign]
+    stats = await worker(service, lambda job: None).run()
+    assert stats.done == 2 and stats.errors == 0
+    assert service.paths() == ["/lease", "/complete", "/complete", "/lease", "/complete", "/lease"]

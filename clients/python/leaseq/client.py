@@ -57,6 +57,7 @@ from leaseq.model import (
     Lead,
     Lease,
     NewLead,
+    NextLease,
     PushResult,
     Renewal,
     RenewItem,
@@ -400,13 +401,7 @@ class AsyncClient:
         ``ttl_s`` granted. Sent with an ``Idempotency-Key`` (``idempotency_key``
         or a fresh one), so a retry gets the leases the first try took.
         """
-        body: dict[str, Any] = {"owner": owner, "max": max, "wait_s": wait_s}
-        if isinstance(session, str):
-            body["session"] = session
-        elif session is not None:
-            body["sessions"] = list(session)
-        if ttl_s is not None:
-            body["ttl_s"] = ttl_s
+        body = _lease_body(NextLease(session, owner, max, ttl_s, wait_s))
         once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
         data = await self._json(
             "POST",
@@ -458,34 +453,66 @@ class AsyncClient:
 
         Safe to retry: the same completion again answers as the first did.
         """
-        body = {
-            "lead_id": lead_id,
-            "token": token,
-            "status": status,
-            "result": result,
-            "error": error,
-        }
-        return parse_lead((await self._json("POST", "/complete", body))["lead"])
+        item = CompleteItem(lead_id, token, status, result, error)
+        return parse_lead((await self._json("POST", "/complete", _complete_item(item)))["lead"])
+
+    async def complete_and_lease(
+        self,
+        lead_id: int,
+        token: str,
+        status: FinalStatus = "done",
+        result: Any = None,
+        error: str | None = None,
+        *,
+        next: NextLease,
+        idempotency_key: str | None = None,
+    ) -> tuple[Lead, list[Lease]]:
+        """``complete``, then lease ``next`` in the same request; the lead and the new leases.
+
+        Raises LeaseLost (and leases nothing) when the completion is refused. Sent
+        with an ``Idempotency-Key`` (``idempotency_key`` or a fresh one), so a retry
+        gets the leases the first try took, and the completion answers as before.
+        """
+        body = _complete_item(CompleteItem(lead_id, token, status, result, error))
+        body["next"] = _lease_body(next)
+        data = await self._leasing("/complete", body, next, idempotency_key)
+        return parse_lead(data["lead"]), [parse_lease(item) for item in data["leases"]]
 
     async def complete_many(self, items: Sequence[CompleteItem]) -> list[ItemResult]:
         """Complete many leases (calls of up to 100); one answer per item, in order."""
         answers: list[ItemResult] = []
         for chunk in _chunks(items, MAX_ITEM_BATCH):
-            body = {
-                "items": [
-                    {
-                        "lead_id": item.lead_id,
-                        "token": item.token,
-                        "status": item.status,
-                        "result": item.result,
-                        "error": item.error,
-                    }
-                    for item in chunk
-                ]
-            }
+            body = {"items": [_complete_item(item) for item in chunk]}
             data = await self._json("POST", "/complete/batch", body)
             answers.extend(parse_item_result(item) for item in data["results"])
         return answers
+
+    async def complete_many_and_lease(
+        self,
+        items: Sequence[CompleteItem],
+        *,
+        next: NextLease,
+        idempotency_key: str | None = None,
+    ) -> tuple[list[ItemResult], list[Lease]]:
+        """``complete_many``, then lease ``next`` with the last call of 100; the answers, in
+        order, and the new leases (taken whatever the answers were)."""
+        if not items:
+            raise ValueError("no items to complete")
+        chunks = _chunks(items, MAX_ITEM_BATCH)
+        answers = await self.complete_many([item for chunk in chunks[:-1] for item in chunk])
+        body = {"items": [_complete_item(item) for item in chunks[-1]], "next": _lease_body(next)}
+        data = await self._leasing("/complete/batch", body, next, idempotency_key)
+        answers.extend(parse_item_result(item) for item in data["results"])
+        return answers, [parse_lease(item) for item in data["leases"]]
+
+    async def _leasing(
+        self, path: str, body: dict[str, Any], next: NextLease, idempotency_key: str | None
+    ) -> Any:
+        """A completion that leases ``next`` too: keyed, and given the time ``next`` waits."""
+        once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        return await self._json(
+            "POST", path, body, timeout_s=self.timeout_s + next.wait_s, headers=once
+        )
 
     async def release(
         self, lead_id: int, token: str, delay_s: float = 0.0, *, error: str | None = None
@@ -579,6 +606,28 @@ class AsyncClient:
 def _seg(value: str) -> str:
     """One URL path segment."""
     return quote(value, safe="")
+
+
+def _lease_body(ask: NextLease) -> dict[str, Any]:
+    """The body of /lease, and of a completion's ``next``."""
+    body: dict[str, Any] = {"owner": ask.owner, "max": ask.max, "wait_s": ask.wait_s}
+    if isinstance(ask.session, str):
+        body["session"] = ask.session
+    elif ask.session is not None:
+        body["sessions"] = list(ask.session)
+    if ask.ttl_s is not None:
+        body["ttl_s"] = ask.ttl_s
+    return body
+
+
+def _complete_item(item: CompleteItem) -> dict[str, Any]:
+    return {
+        "lead_id": item.lead_id,
+        "token": item.token,
+        "status": item.status,
+        "result": item.result,
+        "error": item.error,
+    }
 
 
 def _renew_item(item: RenewItem) -> dict[str, Any]:

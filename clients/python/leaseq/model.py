@@ -7,6 +7,7 @@ all derive theirs from them (``STATUSES``, ``FINAL_STATUSES``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
@@ -110,6 +111,21 @@ class CompleteItem:
     status: FinalStatus = "done"
     result: JSON = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NextLease:
+    """A lease asked for along with a completion (SPEC: ``next``), taken once it is done.
+
+    ``session``: one session's name; several; None, any session. ``ttl_s`` None:
+    the service's default.
+    """
+
+    session: str | Sequence[str] | None
+    owner: str
+    max: int = 1
+    ttl_s: float | None = None
+    wait_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from leaseq.client import NO_RETRY, AsyncClient
+from leaseq.client import NO_RETRY, AsyncClient, new_idempotency_key
 from leaseq.errors import (
     InvalidInput,
     LeaseLost,
@@ -74,7 +74,7 @@ from leaseq.limits import (
     MAX_WAIT_S,
     MIN_TTL_S,
 )
-from leaseq.model import JSON, FinalStatus, Lease, RenewItem
+from leaseq.model import JSON, FinalStatus, Lease, NextLease, RenewItem
 from leaseq.worker.held import Held, check_kill_grace, kill_grace
 from leaseq.worker.job import Cached, Handler, HandlerUnusable, Job, StopReason
 from leaseq.worker.metrics import Metrics
@@ -212,6 +212,8 @@ class Worker:
     ``ttl_s`` None takes the service's default lease time (``LEASEQ_LEASE_TTL_S``).
     ``kill_grace_s`` is how long a handler told to stop has before it is killed
     (a command) or abandoned (a function); None: 2 s, less for a short ttl.
+    ``lease_on_complete``: a completion asks for the next lead in the same request
+    (SPEC ``next``), so a busy worker sends one request per lead.
     Raises ValueError for an option out of range.
     """
 
@@ -233,6 +235,7 @@ class Worker:
         retry_delay: Callable[[int], float] = default_retry_delay,
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
+        lease_on_complete: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -259,6 +262,7 @@ class Worker:
         self.forever = forever
         self.give_up_s = None if forever else give_up_s
         self.retry_delay = retry_delay
+        self.lease_on_complete = lease_on_complete
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.stats = WorkerStats(clock=clock)
@@ -706,10 +710,7 @@ class Worker:
                 ended = Ended(Outcome.ERROR, error=f"the result is not JSON: {_describe(exc)}")
             else:
                 try:
-                    result = ended.result
-                    sent = await self._send(
-                        held, lambda: self.client.complete(lead_id, lease.token, status, result)
-                    )
+                    sent = await self._complete(held, status, ended.result)
                 except (InvalidInput, PayloadTooLarge) as exc:
                     ended = Ended(Outcome.ERROR, error=f"the result was refused: {exc.detail}")
                 else:
@@ -753,9 +754,43 @@ class Worker:
                 self.metrics.released("retry")
             return
         log.warning("lead %d failed after %d attempts: %s", lead_id, lease.attempt, error)
-        fail = lambda: self.client.complete(lead_id, lease.token, "failed", None, error)  # noqa: E731
-        if await self._send(held, fail):
+        if await self._complete(held, "failed", None, error):
             self._finished("failed")
+
+    async def _complete(
+        self, held: Held, status: FinalStatus, result: JSON, error: str | None = None
+    ) -> bool:
+        """Send the completion; False if the lease was lost. Unless the worker is stopping, the
+        same request leases a lead for the slot this one frees (``next``), which starts at once."""
+        lease = held.lease
+        lead_id, token = lease.lead.id, lease.token
+        if not self.lease_on_complete or self.stopping:
+            return await self._send(
+                held, lambda: self.client.complete(lead_id, token, status, result, error)
+            )
+        ask = NextLease(self.session, self.owner, 1, self.ttl_s)
+        key = new_idempotency_key()  # the same for every retry: they get the same lease
+        sent = self.clock()  # the first send: a lease taken then counts from it
+        taken: list[Lease] = []
+
+        async def complete_and_lease() -> None:
+            nonlocal taken
+            _, taken = await self.client.complete_and_lease(
+                lead_id, token, status, result, error, next=ask, idempotency_key=key
+            )
+
+        try:
+            completed = await self._send(held, complete_and_lease)
+        except InvalidInput as exc:
+            if exc.field not in ("body.next", "next"):  # not "the service knows no next"
+                raise
+            log.warning("the service leases nothing with a completion (%s); asking apart", exc)
+            self.lease_on_complete = False
+            return await self._complete(held, status, result, error)
+        received = self.clock()
+        for new in taken:
+            self._start(new, sent=sent, received=received)
+        return completed
 
     async def _carry_checkpoint(self, held: Held) -> None:
         """Before a lead is given back, a checkpoint no renewal carried yet goes with one, so the
