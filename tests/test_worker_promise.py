@@ -191,13 +191,16 @@ async def test_a_service_stopped_for_half_a_lease_costs_nothing(
 async def test_lost_answers_never_turn_one_intent_into_two_effects(
     services: Services, database_url: str, session: str
 ) -> None:
-    """The first answer to a push, a lease, a renewal and a completion never arrives."""
+    """The first answer to a push, a lease, a renewal, a completion and a completion that
+    leased never arrives."""
     service = serve(services, database_url)
     drop = FirstOf(
         push=lambda e: e.path.endswith("/leads"),
         lease=lambda e: e.path == "/lease" and b'"leases":[]' not in e.answer,
         renew=lambda e: e.path == "/renew/batch",
         complete=lambda e: e.path == "/complete",
+        # The answer of a completion that leased the next lead: its retry gets that lease.
+        complete_and_lease=lambda e: e.path == "/complete" and b'"leases":[{' in e.answer,
     )
 
     async def a_second(job: Job) -> dict[str, Any]:
