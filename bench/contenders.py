@@ -7,7 +7,13 @@
 * ``core``: ``app.queue.Queue`` in process: ``lease_next`` + ``complete`` (batch 1)
   or ``complete_many``, ledger on or off.
 * ``rest``: ``leaseq serve --workers K`` and HTTP workers with a minimal
-  keep-alive HTTP/1.1 client: ``POST /lease`` + ``/complete`` or ``/complete/batch``.
+  keep-alive HTTP/1.1 client: ``POST /lease`` + ``/complete`` or ``/complete/batch``
+  (two requests per lead, or per batch); with ``next``, one ``POST /lease`` and
+  then ``/complete`` or ``/complete/batch`` carrying ``next`` (one request per
+  lead, or per batch). A service that answers without ``leases`` fails the run.
+* ``rawrest``: the same HTTP workers against bench/raw_rest.py, a bare ASGI
+  callable on uvicorn with one statement per request: the ceiling of a REST
+  hop in Python on this machine.
 * ``pgqueuer``: one ``QueueManager`` per worker (a psycopg connection each), a
   no-op entrypoint, ``run(batch_size=B, mode=drain)``; pushed with ``Queries.enqueue``.
 * ``procrastinate``: one worker per process with ``concurrency`` = its share of W,
@@ -43,7 +49,7 @@ from app.pg import Database, libpq_url
 from app.queue import Queue
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
-from bench.service import RawPoster, Service
+from bench.service import RawPoster, RawRestService, Service
 from leaseq.model import CompleteItem, NewLead
 
 PUSH_BATCH = 1000
@@ -51,10 +57,11 @@ PUSH_BATCH = 1000
 
 @dataclass(frozen=True)
 class Contender:
-    family: str  # ceiling, core, rest, pgqueuer, procrastinate
+    family: str  # ceiling, core, rest, rawrest, pgqueuer, procrastinate
     batch: int
     ledger: bool | None = None  # core only
     servers: int | None = None  # rest only: uvicorn processes
+    next: bool = False  # rest and rawrest: complete-and-lease in one request
     only_workers: tuple[int, ...] | None = None  # run at these W only (None: every W)
 
     @property
@@ -62,6 +69,8 @@ class Contender:
         parts = [self.family]
         if self.servers is not None:
             parts.append(f"{self.servers}proc")
+        if self.next:
+            parts.append("next")
         parts.append(f"b{self.batch}")
         if self.ledger is not None:
             parts.append("ledger" if self.ledger else "noledger")
@@ -74,7 +83,9 @@ class Contender:
             extra = ", ledger on" if self.ledger else ", ledger off"
         if self.servers is not None:
             extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
-        return f"{self.family}{extra}"
+        if self.next:
+            extra += ", next"
+        return f"{'raw REST' if self.family == 'rawrest' else self.family}{extra}"
 
     @property
     def schema(self) -> str:
@@ -84,7 +95,13 @@ class Contender:
 def all_contenders() -> list[Contender]:
     found = [Contender("ceiling", b) for b in (1, 10, 100)]
     found += [Contender("core", b, ledger=ledger) for ledger in (True, False) for b in (1, 100)]
-    found += [Contender("rest", b, servers=k) for k in (1, 2) for b in (1, 10)]
+    found += [
+        Contender("rest", b, servers=k, next=n)
+        for k in (1, 2)
+        for n in (False, True)
+        for b in (1, 10)
+    ]
+    found += [Contender("rawrest", b, next=n) for n in (False, True) for b in (1, 10)]
     found += [Contender("pgqueuer", b) for b in (1, 100)]
     found += [Contender("procrastinate", 1)]
     return found
@@ -356,6 +373,69 @@ async def _rest_loop(http: RawPoster, owner: str, batch: int) -> WorkerReport:
         report.complete_s.append(time.perf_counter() - leased)
 
 
+def leaseq_takes_next() -> bool:
+    """Whether this checkout's service takes ``next`` on ``/complete`` and ``/complete/batch``
+    (read from its OpenAPI document, built in process: no database is touched)."""
+    from app.api.app import create_app
+
+    document = create_app(Settings(database_url=common.DEFAULT_SERVER_URL)).openapi()
+    schemas = document.get("components", {}).get("schemas", {})
+
+    def body_properties(path: str) -> dict[str, Any]:
+        content = document["paths"][path]["post"].get("requestBody", {}).get("content", {})
+        schema = content.get("application/json", {}).get("schema", {})
+        if ref := schema.get("$ref"):
+            schema = schemas.get(ref.rsplit("/", 1)[-1], {})
+        properties: dict[str, Any] = schema.get("properties", {})
+        return properties
+
+    return all("next" in body_properties(p) for p in ("/complete", "/complete/batch"))
+
+
+class NextIgnored(RuntimeError):
+    """The service answered a complete carrying ``next`` without ``leases``."""
+
+
+async def _rest_next_loop(http: RawPoster, owner: str, batch: int) -> WorkerReport:
+    """One ``/lease``, then one ``/complete`` (or ``/complete/batch``) with ``next`` per lead
+    (per batch), until a complete leases nothing. The lease figures are the requests that
+    handed out leases (the first ``/lease``, and each complete that leased some); the
+    complete figures are every complete."""
+    report = WorkerReport()
+    want = {"session": SESSION, "owner": owner, "max": batch, "ttl_s": LEASE_TTL_S, "wait_s": 0}
+    started = time.perf_counter()
+    leases = (await http.post("/lease", want))["leases"]
+    if leases:
+        report.lease_s.append(time.perf_counter() - started)
+    while leases:
+        started = time.perf_counter()
+        if batch == 1:
+            path = "/complete"
+            item = {"lead_id": leases[0]["lead"]["id"], "token": leases[0]["token"]}
+            answer = await http.post(path, {**item, "status": "done", "result": None, "next": want})
+            done = [answer["lead"]["id"]]
+        else:
+            path = "/complete/batch"
+            items = [{"lead_id": x["lead"]["id"], "token": x["token"]} for x in leases]
+            answer = await http.post(path, {"items": items, "next": want})
+            if lost := [r["lead_id"] for r in answer["results"] if not r["ok"]]:
+                raise RuntimeError(f"{owner}: /complete/batch refused leads {lost[:5]}")
+            done = [r["lead_id"] for r in answer["results"]]
+        elapsed = time.perf_counter() - started
+        if "leases" not in answer:
+            raise NextIgnored(
+                f"POST {path} with `next` answered without `leases` (keys {sorted(answer)}): "
+                "this service does not complete-and-lease in one request"
+            )
+        report.complete_s.append(elapsed)
+        report.done_ids.extend(done)
+        leases = answer["leases"]
+        if leases:
+            report.lease_s.append(elapsed)
+    report.finished_at = time.monotonic()
+    return report
+
+
 async def rest_worker(
     spec: dict[str, Any], tasks: int, name: str, ready: Callable[[], None]
 ) -> WorkerReport:
@@ -364,8 +444,9 @@ async def rest_worker(
         for client in clients:
             await client.connect()
         ready()
+        loop = _rest_next_loop if spec.get("next") else _rest_loop
         reports = await asyncio.gather(
-            *(_rest_loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(clients))
+            *(loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(clients))
         )
     finally:
         for client in clients:
@@ -573,6 +654,7 @@ WORKERS = {
     "ceiling": ceiling_worker,
     "core": core_worker,
     "rest": rest_worker,
+    "rawrest": rest_worker,
     "pgqueuer": pgqueuer_worker,
     "procrastinate": procrastinate_worker,
 }
@@ -593,10 +675,13 @@ def run_once(
             elif family == "core":
                 spec["ledger"] = contender.ledger
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
-            elif family == "rest":
-                service = Service(url, contender.servers or 1)
+            elif family in ("rest", "rawrest"):
+                if family == "rest":
+                    service = Service(url, contender.servers or 1)
+                else:
+                    service = RawRestService(libpq_url(url))
                 service.wait_ready()
-                spec["port"] = service.port
+                spec["port"], spec["next"] = service.port, contender.next
                 ids, bulk, single = asyncio.run(rest_push(service.base_url, n))
             elif family == "pgqueuer":
                 ids, bulk, single = asyncio.run(pgqueuer_push(url, n))

@@ -5,14 +5,21 @@ batch 1 through ``app.queue.Queue`` (ledger on) under pyinstrument, on a fresh
 database; prints the CPU time per lead and writes the profile as text.
 
 ``python -m bench.profile rest``: ``leaseq serve`` (one process) drained at
-batch 1 by 4 HTTP workers while py-spy samples the service process; writes the
-collapsed stacks and a summary of the frames that took the most samples.
+batch 1 by 4 HTTP workers (``POST /lease``, then ``/complete``) while py-spy
+samples the service process; writes the collapsed stacks and a summary of the
+frames that took the most samples. ``rest-next``: the same with ``next`` on
+``/complete`` (one request per lead; stops at once if the service has no
+``next``); ``rawrest`` and ``rawrest-next``: the raw REST contender
+(bench/raw_rest.py) under the same load, the yardstick's own profile.
+
+    python -m bench.profile rest-next 3000     # kind, then N (default 3,000)
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import gzip
 import os
 import re
 import subprocess
@@ -20,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from app.pg import libpq_url
 from bench import common, contenders
 
 OUT = Path(__file__).resolve().parent / "results" / "profiles"
@@ -81,15 +89,26 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _rest(server_url: str, template: str, n: int) -> None:
+PROFILED_WORKERS = 4
+
+
+def _rest(server_url: str, template: str, n: int, kind: str) -> None:
+    """Profile the server of ``kind`` (rest, rest-next, rawrest, rawrest-next) at batch 1."""
+    next_ = kind.endswith("-next")
+    if kind.startswith("rest") and next_ and not contenders.leaseq_takes_next():
+        raise SystemExit("leaseq serve here does not take `next` on /complete: nothing to profile")
     with common.fresh_copy(server_url, template) as url:
-        service = contenders.Service(url, 1)
+        service: contenders.Service
+        if kind.startswith("rawrest"):
+            service = contenders.RawRestService(libpq_url(url))
+        else:
+            service = contenders.Service(url, 1)
         try:
             service.wait_ready()
             asyncio.run(contenders.rest_push(service.base_url, n))
             pid = service.children[0] if service.children else service.process.pid
             OUT.mkdir(parents=True, exist_ok=True)
-            raw = OUT / "rest-pyspy.collapsed"
+            raw = OUT / f"{kind}-pyspy.collapsed"
             py_spy = str(Path(sys.executable).with_name("py-spy"))
             spy = subprocess.Popen(
                 [
@@ -109,18 +128,28 @@ def _rest(server_url: str, template: str, n: int) -> None:
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(1.0)
-            spec = {"url": url, "batch": 1, "port": service.port}
+            spec = {"url": url, "batch": 1, "port": service.port, "next": next_}
             cpu = _cpu_s(pid)
-            reports, started = common.run_workers(contenders.rest_worker, spec, 4)
+            reports, started = common.run_workers(contenders.rest_worker, spec, PROFILED_WORKERS)
             cpu = _cpu_s(pid) - cpu
             merged = contenders.merge(reports)
+            # Two requests a lead; with next one, and each worker's first lease.
+            requests = n + PROFILED_WORKERS if next_ else 2 * n
             print(
-                f"rest batch 1, W=4: {n / (merged.finished_at - started):.0f} leads/s; "
-                f"service CPU {cpu / (2 * n) * 1000:.2f} ms per request (profiled)"
+                f"{kind} batch 1, W={PROFILED_WORKERS}: "
+                f"{n / (merged.finished_at - started):.0f} leads/s; "
+                f"service CPU {cpu / requests * 1000:.2f} ms per request (profiled)"
             )
             spy.send_signal(2)
-            spy.wait(30)
-            (OUT / "rest-pyspy-summary.txt").write_text(summarize(raw.read_text()))
+            if spy.wait(30) != 0 or not raw.exists():
+                raise RuntimeError(f"py-spy failed ({spy.returncode}): it needs root or ptrace")
+            summary = OUT / f"{kind}-pyspy-summary.txt"
+            collapsed = raw.read_text()
+            summary.write_text(summarize(collapsed))
+            kept = raw.with_suffix(".collapsed.gz")
+            kept.write_bytes(gzip.compress(collapsed.encode()))
+            raw.unlink()
+            print(f"profile: {summary} and {kept}")
         finally:
             service.stop()
 
@@ -134,8 +163,12 @@ def main() -> None:
         if what == "core":
             with common.fresh_copy(common.DEFAULT_SERVER_URL, template) as url:
                 asyncio.run(_core(url, n))
+        elif what in ("rest", "rest-next", "rawrest", "rawrest-next"):
+            _rest(common.DEFAULT_SERVER_URL, template, n, what)
         else:
-            _rest(common.DEFAULT_SERVER_URL, template, n)
+            raise SystemExit(
+                f"unknown profile {what!r}: core, rest, rest-next, rawrest, rawrest-next"
+            )
     finally:
         templates.close()
 

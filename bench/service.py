@@ -1,5 +1,5 @@
-"""``leaseq serve`` as a subprocess for the benchmarks, started and stopped by pid,
-and the raw HTTP client that drives it.
+"""``leaseq serve`` (and the raw REST contender, bench/raw_rest.py) as a subprocess for
+the benchmarks, started and stopped by pid, and the raw HTTP client that drives them.
 
 Shared by ``python -m bench`` (bench/contenders.py, bench/profile.py) and the
 earlier script bench/rest.py. It imports nothing from the bench package, so a
@@ -68,6 +68,8 @@ class Service:
     it started, then its uvicorn worker processes by theirs.
     """
 
+    what = "leaseq serve"
+
     def __init__(
         self,
         url: str,
@@ -80,11 +82,15 @@ class Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
         if source is not None:  # `-m` puts the working folder first: its `app`
             env["PYTHONPATH"] = str(source / "clients" / "python")
-        command = [sys.executable, "-m", "leaseq.cli", "serve", "--host", "127.0.0.1"]
-        command += ["--port", str(self.port), "--workers", str(workers)]
-        command += ["--database-url", url, "--log-level", "warning", *extra_args]
+        command = self.command(url, workers, extra_args)
         self.process = subprocess.Popen(command, env=env, cwd=source)
         self.children: list[int] = []
+
+    def command(self, url: str, workers: int, extra_args: Sequence[str]) -> list[str]:
+        """The command line that serves ``url`` on ``self.port``."""
+        command = [sys.executable, "-m", "leaseq.cli", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--workers", str(workers)]
+        return [*command, "--database-url", url, "--log-level", "warning", *extra_args]
 
     async def pids(self) -> list[int]:
         """The service's processes: the one started, and its uvicorn workers."""
@@ -94,7 +100,7 @@ class Service:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"leaseq serve exited with {self.process.returncode}")
+                raise RuntimeError(f"{self.what} exited with {self.process.returncode}")
             try:
                 if httpx.get(f"{self.base_url}/readyz", timeout=2).status_code == 200:
                     # Its uvicorn worker processes, remembered to be stopped by pid.
@@ -103,7 +109,7 @@ class Service:
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError("leaseq serve did not become ready")
+        raise RuntimeError(f"{self.what} did not become ready")
 
     def stop(self) -> None:
         """SIGTERM to the pid started; then SIGKILL to it and its children if still there."""
@@ -121,6 +127,23 @@ class Service:
         for pid in self.children:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+class RawRestService(Service):
+    """The raw REST contender (bench/raw_rest.py: a bare ASGI callable on uvicorn, one
+    process) on 127.0.0.1 and a free port, serving ``url`` (a libpq URL of leaseq's
+    schema) with a pool of ``pool_size``; started and stopped by pid as ``Service``."""
+
+    what = "raw REST (bench/raw_rest.py)"
+
+    def __init__(self, url: str, pool_size: int = 10) -> None:
+        self.pool_size = pool_size
+        super().__init__(url, 1)
+
+    def command(self, url: str, workers: int, extra_args: Sequence[str]) -> list[str]:
+        script = Path(__file__).resolve().with_name("raw_rest.py")
+        command = [sys.executable, str(script), "--database-url", url]
+        return [*command, "--port", str(self.port), "--pool-size", str(self.pool_size)]
 
 
 class RawPoster:
