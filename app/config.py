@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     ledger: bool = Field(
         default=True, description="Write lead_events rows; off trades the audit log for speed."
     )
+    group_commit: bool = Field(
+        default=True,
+        description=(
+            "Renewals, completions and leases of one session that arrive while a statement of "
+            "their kind runs go together as the next one (one statement for many requests)."
+        ),
+    )
     sweep_interval_s: float = Field(default=5.0, gt=0)
     pool_size: int = Field(default=10, ge=1)
     pool_timeout_s: float = Field(default=5.0, gt=0)

@@ -43,6 +43,7 @@ __all__ = [
     "AUTOVACUUM",
     "COMPLETIONS",
     "CONTENT_TYPE",
+    "GROUP_SIZES",
     "LEASES",
     "LOST_LEASES",
     "POOL",
@@ -121,6 +122,15 @@ REQUEST_LATENCY = Histogram(
     registry=REGISTRY,
 )
 
+GROUP_SIZES = Histogram(
+    "leaseq_group_commit_size",
+    "Calls that went together in one statement (group commit), by kind (lease, renew, "
+    "complete): 1 for a call that found nothing of its kind running.",
+    ["kind"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    registry=REGISTRY,
+)
+
 for _operation in ("renew", "complete", "release"):
     LOST_LEASES.labels(_operation)
 for _status in FINAL_STATUSES:
@@ -129,6 +139,8 @@ for _outcome in ("requeued", "failed"):
     SWEPT.labels(_outcome)
 for _state in ("checked_out", "size"):
     POOL.labels(_state)
+for _kind in ("lease", "renew", "complete"):
+    GROUP_SIZES.labels(_kind)
 
 
 def count_sweep(result: SweepResult, trigger: str) -> None:

@@ -18,6 +18,11 @@ completion refused looks once more for the same completion done before). A
 push or lease with an idempotency key runs in a transaction with its key
 (``app.idempotency``).
 
+Group commit (``app.group_commit``, on unless ``group_commit=False``): renewals,
+completions and plain leases of one session that arrive while a statement of
+their kind runs go together as the next one; each caller still gets its own
+answer, checked on its own before it joins.
+
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
 
@@ -27,13 +32,15 @@ Knows nothing of HTTP.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
-from app import idempotency, sql, validation
+from app import idempotency, metrics, sql, validation
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
+from app.group_commit import Grouper
 from app.pg import Connection, Database, Row, execute
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
@@ -59,6 +66,9 @@ PROMOTE_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
 # How long a change of settings waits for the leases in flight (sql.settings_barrier).
 SETTINGS_LOCK_TIMEOUT = "2s"
+# Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
+# that do not fit go in the next group.
+MAX_GROUP_ITEMS = 1000
 
 
 def new_token() -> str:
@@ -154,11 +164,48 @@ def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
     return Leased(leases, capped, next_token_s)
 
 
+@dataclass(frozen=True, slots=True)
+class _Renewing:
+    """One caller's renewals, checked: the columns of ``sql.renew_many``."""
+
+    ids: list[int]
+    tokens: list[str]
+    ttls: list[float]
+    checkpoints: list[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Completing:
+    """One caller's completions, checked; ``lean``: it needs no lead back (a batch)."""
+
+    items: Sequence[CompleteItem]
+    results: list[str | None]
+    lean: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Leasing:
+    """One caller's plain lease of a session: its owner, ``max``, ttl and tokens."""
+
+    owner: str
+    max: int
+    ttl: float
+    tokens: list[str]
+
+
+def _lead_ids(call: _Renewing) -> frozenset[Hashable]:
+    """The leads a renewal names: a second renewal of one of them waits for the next group,
+    so each caller is answered with the ttl and checkpoint it sent, never another's."""
+    return frozenset(call.ids)
+
+
 class Queue:
     """The lease queue over one PostgreSQL database (``app.pg.Database``).
 
     Every statement goes through the database's one error mapping and
     cancellation shield: an outage or an exhausted pool is Unavailable.
+    With ``group_commit`` (the default), concurrent renewals, completions and
+    plain leases of one session share statements (``app.group_commit``).
     """
 
     def __init__(
@@ -169,15 +216,38 @@ class Queue:
         default_ttl_s: float = DEFAULT_LEASE_TTL_S,
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        group_commit: bool = True,
     ) -> None:
         self.db = db
         self.ledger = ledger
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
+        self.group_commit = group_commit
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
+        # Keyed by the injected instant (None in production): calls of one instant only.
+        self._renewals: Grouper[datetime | None, _Renewing, list[ItemResult]] = Grouper(
+            self._renew_group,
+            max_size=MAX_GROUP_ITEMS,
+            size=lambda call: len(call.ids),
+            conflicts=_lead_ids,
+            on_group=metrics.GROUP_SIZES.labels("renew").observe,
+        )
+        self._completions: Grouper[datetime | None, _Completing, dict[int, Lead | None]] = Grouper(
+            self._complete_group,
+            max_size=MAX_GROUP_ITEMS,
+            size=lambda call: len(call.items),
+            on_group=metrics.GROUP_SIZES.labels("complete").observe,
+        )
+        # Keyed by session (and instant): one lease statement per session at a time.
+        self._leases: Grouper[tuple[str, datetime | None], _Leasing, Leased | None] = Grouper(
+            self._lease_group,
+            max_size=MAX_GROUP_ITEMS,
+            size=lambda call: call.max,
+            on_group=metrics.GROUP_SIZES.labels("lease").observe,
+        )
 
     async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
         return await self.db.rows(query, params)
@@ -318,13 +388,14 @@ class Queue:
         validation.owner(owner)
         validation.lease_max(max)
         ttl = validation.ttl(self.default_ttl_s if ttl_s is None else ttl_s)
+        tokens = [new_token() for _ in range(max)]
         params = {
             "session": session,
             "owner": owner,
             "max": max,
             "ttl_s": ttl,
             "now": now,
-            "tokens": [new_token() for _ in range(max)],
+            "tokens": tokens,
         }
 
         async def lease(conn: Connection) -> Leased:
@@ -336,7 +407,13 @@ class Queue:
             return await self._lease_limited(conn, params, ttl)
 
         if idempotency_key is None:
-            return await self.db.run(lease)
+            if not self.group_commit or session in self._limited:
+                return await self.db.run(lease)
+            leasing = _Leasing(owner, max, ttl, tokens)
+            grouped = await self._leases.submit((session, now), leasing)
+            if grouped is not None:
+                return grouped
+            return await self.db.run(lambda conn: self._lease_limited(conn, params, ttl))
 
         def encode(leased: Leased) -> Any:
             taken = [[lease.lead.id, lease.token] for lease in leased.leases]
@@ -362,6 +439,39 @@ class Queue:
                 now=now,
             )
         )
+
+    async def _lease_group(
+        self, key: tuple[str, datetime | None], calls: Sequence[_Leasing]
+    ) -> list[Leased | None]:
+        """One lease statement for the callers of one session, each its own leases in its
+        turn (``sql.lease_group``; ``lease_next`` for a caller alone). None for every caller
+        when the session turned out limited: each then leases through the limited path."""
+        session, now = key
+        params: dict[str, Any] = {
+            "session": session,
+            "now": now,
+            "max": sum(call.max for call in calls),
+            "tokens": list(chain.from_iterable(call.tokens for call in calls)),
+        }
+        if len(calls) == 1:
+            [call] = calls
+            params.update(owner=call.owner, ttl_s=call.ttl)
+            statement = sql.lease_next(self.ledger)
+        else:
+            params["owners"] = [call.owner for call in calls for _ in range(call.max)]
+            params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
+            statement = sql.lease_group(self.ledger)
+        rows = await self._rows(statement, params)
+        if rows and rows[0]["limited"]:
+            self._limited.add(session)
+            return [None] * len(calls)
+        caller_of = {token: i for i, call in enumerate(calls) for token in call.tokens}
+        taken: list[list[Lease]] = [[] for _ in calls]
+        for row in rows:
+            if row["id"] is not None:
+                i = caller_of[row["lease_token"]]
+                taken[i].append(_lease(row, calls[i].ttl))
+        return [Leased(leases) for leases in taken]
 
     async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
         """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
@@ -419,23 +529,37 @@ class Queue:
                     max_bytes=self.max_payload_bytes,
                 )
             )
+        call = _Renewing(
+            [item.lead_id for item in items], [item.token for item in items], ttls, checkpoints
+        )
+        if self.group_commit:
+            return await self._renewals.submit(now, call)
+        [answers] = await self._renew_group(now, [call])
+        return answers
+
+    async def _renew_group(
+        self, now: datetime | None, calls: Sequence[_Renewing]
+    ) -> list[list[ItemResult]]:
+        """One ``renew_many`` for the renewals of every caller (no lead in two of them)."""
         params = {
-            "ids": [item.lead_id for item in items],
-            "tokens": [item.token for item in items],
-            "ttls": ttls,
-            "checkpoints": checkpoints,
+            "ids": [lead_id for call in calls for lead_id in call.ids],
+            "tokens": [token for call in calls for token in call.tokens],
+            "ttls": [ttl for call in calls for ttl in call.ttls],
+            "checkpoints": [checkpoint for call in calls for checkpoint in call.checkpoints],
             "now": now,
         }
         rows = await self._rows(sql.renew_many(), params)
         renewed = {(row["id"], row["token"]): row for row in rows}
-        answers = []
-        for item in items:
-            row = renewed.get((item.lead_id, item.token))
-            if row is None:
-                answers.append(ItemResult(item.lead_id, False, code=LeaseLost.code))
-            else:
-                expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
-                answers.append(ItemResult(item.lead_id, True, expires_at=expires_at, ttl_s=ttl))
+        answers: list[list[ItemResult]] = []
+        for call in calls:
+            answers.append([])
+            for lead_id, token in zip(call.ids, call.tokens, strict=True):
+                row = renewed.get((lead_id, token))
+                if row is None:
+                    answers[-1].append(ItemResult(lead_id, False, code=LeaseLost.code))
+                else:
+                    expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
+                    answers[-1].append(ItemResult(lead_id, True, expires_at=expires_at, ttl_s=ttl))
         return answers
 
     async def complete(
@@ -491,25 +615,45 @@ class Queue:
             validation.token(item.token)
             validation.final_status(item.status)
             validation.text("error", item.error, max_chars=MAX_ERROR_CHARS, optional=True)
+        results = [
+            None
+            if item.result is None
+            else validation.json_text(
+                f"items[{i}].result" if batch else "result",
+                item.result,
+                max_bytes=self.max_payload_bytes,
+            )
+            for i, item in enumerate(items)
+        ]
+        call = _Completing(items, results, lean=batch)
+        if self.group_commit:
+            return await self._completions.submit(now, call)
+        [done] = await self._complete_group(now, [call])
+        return done
+
+    async def _complete_group(
+        self, now: datetime | None, calls: Sequence[_Completing]
+    ) -> list[dict[int, Lead | None]]:
+        """One ``complete_many`` for the items of every caller, then one ``completed_already``
+        for those it refused; each caller's answer by its own item positions.
+
+        A lease named twice (a retry racing its original, in one group or one batch) is
+        completed at its first item; the later one is then found done by the same
+        completion, as it would be sent after. The leads are read back only when a caller
+        needs them (``complete``, not ``complete_many``).
+        """
+        items = [item for call in calls for item in call.items]
+        lean = all(call.lean for call in calls)
         params = {
             "ids": [item.lead_id for item in items],
             "tokens": [item.token for item in items],
             "statuses": [item.status for item in items],
-            "results": [
-                None
-                if item.result is None
-                else validation.json_text(
-                    f"items[{i}].result" if batch else "result",
-                    item.result,
-                    max_bytes=self.max_payload_bytes,
-                )
-                for i, item in enumerate(items)
-            ],
+            "results": [result for call in calls for result in call.results],
             "errors": [item.error for item in items],
             "now": now,
         }
-        rows = await self._rows(sql.complete_many(self.ledger, lean=batch), params)
-        done = {row["item"]: None if batch else _lead(row) for row in rows}
+        rows = await self._rows(sql.complete_many(self.ledger, lean=lean), params)
+        done = {row["item"]: None if lean else _lead(row) for row in rows}
         if refused := [i for i in range(len(items)) if i not in done]:
             again = {
                 "ids": [items[i].lead_id for i in refused],
@@ -517,9 +661,15 @@ class Queue:
                 "statuses": [items[i].status for i in refused],
                 "items": refused,
             }
-            rows = await self._rows(sql.completed_already(lean=batch), again)
-            done.update({row["item"]: None if batch else _lead(row) for row in rows})
-        return done
+            rows = await self._rows(sql.completed_already(lean=lean), again)
+            done.update({row["item"]: None if lean else _lead(row) for row in rows})
+        answers: list[dict[int, Lead | None]] = []
+        start = 0
+        for call in calls:
+            end = start + len(call.items)
+            answers.append({i - start: done[i] for i in range(start, end) if i in done})
+            start = end
+        return answers
 
     async def release(
         self,

@@ -137,25 +137,77 @@ def lease_next(ledger: bool) -> str:
     return _lease(
         ledger,
         now=NOW,
-        before=f"""limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED}
-),
-""",
+        before=_limited_gate(),
         only_if="AND NOT EXISTS (SELECT FROM limited)",
         limit="%(max)s",
         after="",
-        answer=f"""SELECT {LEAD_COLUMNS}, lease_token, gate.limited
+        answer=_gated_answer(),
+    )
+
+
+def _limited_gate() -> str:
+    """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
+    return f"""limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED}
+),
+"""
+
+
+def _gated_answer() -> str:
+    """Each lead leased, or one row of NULLs; every row says whether the gate held."""
+    return f"""SELECT {LEAD_COLUMNS}, lease_token, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
-ORDER BY priority DESC, id""",
+ORDER BY priority DESC, id"""
+
+
+# Who holds each leased lead, and for how long: one owner and ttl for the whole statement
+# (lease_next, lease_limited), or one per slot (lease_group), slot n being the n-th lead.
+_ONE_HOLDER = ("%(owner)s", "%(ttl_s)s::float8")
+_HOLDER_PER_SLOT = ("(%(owners)s::text[])[numbered.n]", "(%(ttls)s::float8[])[numbered.n]")
+
+
+@cache
+def lease_group(ledger: bool) -> str:
+    """``lease_next`` for several callers of one session at once (group commit).
+
+    The same claim, gate and promotion, for ``max`` leads: the sum of the callers' own. The
+    leads are numbered in priority order, and lead ``n`` gets slot ``n``'s token, owner
+    (``owners``) and ttl (``ttls``): the caller of slots 1 to m1 gets the best leads, the next
+    the ones after, so the callers are served in their order as if one came after the other.
+    Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
+    as ``lease_next`` does.
+    """
+    return _lease(
+        ledger,
+        now=NOW,
+        before=_limited_gate(),
+        only_if="AND NOT EXISTS (SELECT FROM limited)",
+        limit="%(max)s",
+        after="",
+        answer=_gated_answer(),
+        holder=_HOLDER_PER_SLOT,
+        slots="priority DESC, id",
     )
 
 
 def _lease(
-    ledger: bool, *, now: str, before: str, only_if: str, limit: str, after: str, answer: str
+    ledger: bool,
+    *,
+    now: str,
+    before: str,
+    only_if: str,
+    limit: str,
+    after: str,
+    answer: str,
+    holder: tuple[str, str] = _ONE_HOLDER,
+    slots: str = "id",
 ) -> str:
-    """The body of ``lease_next`` and ``lease_limited``: ``before`` (CTEs), the claim of up to
-    ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then ``answer``."""
+    """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
+    claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
+    ``answer``. The leads are numbered (``n``, for the token, and the ``holder``: owner and
+    ttl expressions) in the order ``slots``."""
+    owner, ttl = holder
     return f"""
 WITH {before}ready AS (
     SELECT id, priority FROM leads
@@ -173,12 +225,12 @@ due AS (
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ORDER BY priority DESC, id
     LIMIT {limit}
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY id) AS n FROM picked
+    SELECT id, row_number() OVER (ORDER BY {slots}) AS n FROM picked
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -187,9 +239,9 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+    SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
         attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = {now} + make_interval(secs => %(ttl_s)s::float8),
+        lease_expires_at = {now} + make_interval(secs => {ttl}),
         updated_at = {now}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).

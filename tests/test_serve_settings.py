@@ -38,13 +38,21 @@ def test_a_flag_wins_over_its_variable_which_wins_over_the_default(
     captured: dict[str, Any],
 ) -> None:
     env = {"LEASEQ_PORT": "9001", "LEASEQ_LEASE_TTL_S": "10", "LEASEQ_POOL_SIZE": "3"}
-    invoke("--port", "9002", "--no-ledger", "--database-url", "postgresql://u@h/db", env=env)
+    invoke(
+        "--port",
+        "9002",
+        "--no-ledger",
+        "--no-group-commit",
+        "--database-url",
+        "postgresql://u@h/db",
+        env=env,
+    )
     settings: Settings = captured["settings"]
     assert settings.port == 9002  # flag over variable
     assert settings.lease_ttl_s == 10  # variable over default
     assert settings.pool_size == 3  # a variable without a flag
     assert settings.workers == 1 and settings.host == "127.0.0.1"  # defaults
-    assert settings.ledger is False
+    assert settings.ledger is False and settings.group_commit is False
     assert settings.database_url == "postgresql://u@h/db"
     options: serve.ServeOptions = captured["options"]
     assert options.migrate is False and options.log_level == "info"
@@ -78,6 +86,7 @@ def test_the_environment_rebuilds_the_same_settings(monkeypatch: pytest.MonkeyPa
         port=1234,
         workers=3,
         ledger=False,
+        group_commit=False,
     )
     environ: dict[str, str] = {"LEASEQ_LISTEN_DATABASE_URL": "postgresql://stale"}
     serve.export(settings, environ)

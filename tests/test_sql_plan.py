@@ -62,6 +62,23 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
 
 
+async def test_the_grouped_lease_uses_the_partial_index_too(db: Database) -> None:
+    """The lease of several callers at once (group commit) plans as lease_next does."""
+    await _fill(db)
+    for ledger in (True, False):
+        params = {
+            "session": "s3",
+            "max": 30,
+            "owners": ["w1"] * 10 + ["w2"] * 20,
+            "ttls": [60.0] * 10 + [30.0] * 20,
+            "now": at(1),
+            "tokens": [new_token() for _ in range(30)],
+        }
+        plan = await _plan(db, sql.lease_group(ledger), params)
+        assert "Index Scan using leads_ready on leads" in plan, plan
+        assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
+
+
 async def test_the_limited_lease_uses_the_partial_index_too(db: Database) -> None:
     """A capped session's lease (after its lock) scans leads_ready as the plain one does, and
     counts what the session holds from lead_counts, never from the leads."""

@@ -61,6 +61,7 @@ class Runtime:
             ledger=settings.ledger,
             default_ttl_s=settings.lease_ttl_s,
             max_payload_bytes=settings.max_payload_bytes,
+            group_commit=settings.group_commit,
         )
         fleet = Fleet(queue)
         listener = Listener(

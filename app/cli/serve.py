@@ -115,6 +115,17 @@ def serve(
         help="Write the lead_events audit log (default on); off trades it for speed.",
         show_default=False,
     ),
+    group_commit: bool | None = typer.Option(
+        None,
+        "--group-commit/--no-group-commit",
+        envvar="LEASEQ_GROUP_COMMIT",
+        rich_help_panel=QUEUE,
+        help=(
+            "Send the renewals, completions and leases that arrive while one of their kind "
+            "runs together, as one statement (default on)."
+        ),
+        show_default=False,
+    ),
     migrate_first: bool = typer.Option(
         False,
         "--migrate",
@@ -168,6 +179,7 @@ def serve(
         "allowed_hosts": allowed_hosts,
         "sweep_interval_s": sweep_interval,
         "ledger": ledger,
+        "group_commit": group_commit,
     }
     with one_line_errors():
         settings = settings_of(**given)

@@ -40,6 +40,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "existing_keys": sql.existing_keys,
     "lease_next": lambda: sql.lease_next(True),
     "lease_next, ledger off": lambda: sql.lease_next(False),
+    "lease_group": lambda: sql.lease_group(True),
+    "lease_group, ledger off": lambda: sql.lease_group(False),
     "sweep of one session": lambda: sql.sweep(True, scoped=True),
     "stats": sql.stats,
     "lease_limited": lambda: sql.lease_limited(True),
@@ -92,6 +94,8 @@ PARAMETERS: dict[str, Any] = {
     "max": 10,
     "tokens": ["t"],
     "ttl_s": 60.0,
+    "owners": ["w"],
+    "ttls": [60.0],
     "now": None,
     "limit": 1000,
     "weight": 1.0,
@@ -115,7 +119,7 @@ def statement_names() -> set[str]:
 
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
-    session_scoped = {"push", "existing_keys", "lease_next", "sweep", "stats"}
+    session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW, *FLEET_VIEW, *BARRIER}
