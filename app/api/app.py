@@ -30,6 +30,7 @@ from fastapi_offline import FastAPIOffline
 from app import __version__
 from app.api import links, problems, routes
 from app.api.auth import BearerAuth
+from app.api.fast import WorkerFastPath
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
 from app.api.runtime import Runtime
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     guarded = [Security(bearer)] if tokens else []
     app.include_router(routes.router, dependencies=guarded)
     app.include_router(routes.probes)
+    app.add_middleware(WorkerFastPath, fastapi=app)  # innermost: every check below applies
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:
