@@ -1,10 +1,11 @@
 """One chaos worker process: ``python -m tests.chaos.chaos_worker URL SESSION LOG OWNER``.
 
 Runs ``leaseq.worker.Worker`` forever over REST (leases in batches, renews,
-completes) and appends ``lead_id attempt owner`` to LOG for each completion the
-service accepted. The line is written with one ``write`` on an O_APPEND file,
-so a kill -9 never leaves half a line, and a completion the service accepted
-just before the kill may be missing from the log but is never logged twice.
+completes, most completions leasing the next lead too) and appends ``lead_id
+attempt owner`` to LOG for each completion the service accepted. The line is
+written with one ``write`` on an O_APPEND file, so a kill -9 never leaves half
+a line, and a completion the service accepted just before the kill may be
+missing from the log but is never logged twice.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from typing import Any
 
 from leaseq.client import AsyncClient
-from leaseq.model import FinalStatus, Lead
+from leaseq.model import FinalStatus, Lead, Lease, NextLease
 from leaseq.worker import Job, Worker
 
 CONCURRENCY = 4
@@ -41,8 +42,28 @@ class LoggingClient(AsyncClient):
         error: str | None = None,
     ) -> Lead:
         lead = await super().complete(lead_id, token, status, result, error)
-        os.write(self.log_fd, f"{lead_id} {lead.attempts} {self.owner} {status}\n".encode())
+        self._accepted(lead, status)
         return lead
+
+    async def complete_and_lease(
+        self,
+        lead_id: int,
+        token: str,
+        status: FinalStatus = "done",
+        result: Any = None,
+        error: str | None = None,
+        *,
+        next: NextLease,
+        idempotency_key: str | None = None,
+    ) -> tuple[Lead, list[Lease]]:
+        lead, leases = await super().complete_and_lease(
+            lead_id, token, status, result, error, next=next, idempotency_key=idempotency_key
+        )
+        self._accepted(lead, status)
+        return lead, leases
+
+    def _accepted(self, lead: Lead, status: FinalStatus) -> None:
+        os.write(self.log_fd, f"{lead.id} {lead.attempts} {self.owner} {status}\n".encode())
 
 
 async def handle(job: Job) -> dict[str, Any]:

@@ -117,7 +117,7 @@ async def test_the_pooled_server_connection_keeps_no_session_state(
     bouncer = start_pgbouncer(pool_size=1)
     settings = pooled_settings(bouncer, database_url, statement_timeout_ms=1234)
     db = Database.from_settings(settings, pool_size=4)
-    queue = Queue(db)
+    queue = Queue(db, group_commit=False)  # each call its own statement, for the pooler to count
     try:
 
         async def work(worker: int) -> None:
