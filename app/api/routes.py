@@ -180,7 +180,8 @@ async def _lease(
         max=body.max,
         ttl_s=body.ttl_s,
         wait_s=body.wait_s,
-        gone=request.is_disconnected,
+        # Only a long poll watches for a client that hangs up (a check costs a receive).
+        gone=request.is_disconnected if body.wait_s > 0 else None,
         idempotency_key=idempotency_key,
         fleet=runtime.fleet,
     )
