@@ -62,6 +62,7 @@ class Grouper(Generic[K, A, R]):
     """Calls of one kind, grouped per key; see the module docstring.
 
     ``on_group(n)`` hears the number of calls of each group as it is sent (the metric).
+    Not ``enabled``, every call runs at once as a group of its own.
     """
 
     def __init__(
@@ -72,8 +73,10 @@ class Grouper(Generic[K, A, R]):
         size: Callable[[A], int] = lambda arg: 1,
         conflicts: Callable[[A], Collection[Hashable]] = lambda arg: NO_CONFLICTS,
         on_group: Callable[[int], None] | None = None,
+        enabled: bool = True,
     ) -> None:
         self._run = run
+        self._enabled = enabled
         self._max_size = max_size
         self._size = size
         self._conflicts = conflicts
@@ -84,7 +87,11 @@ class Grouper(Generic[K, A, R]):
         self.grouped = 0  # calls that went in a group of more than one
 
     async def submit(self, key: K, arg: A) -> R:
-        """``arg``'s own result, from the statement of the group it went in."""
+        """``arg``'s own result, from the statement of the group it went in (alone, when the
+        grouper is not ``enabled``)."""
+        if not self._enabled:
+            [result] = await self._run(key, [arg])
+            return result
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane()

@@ -223,7 +223,6 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
-        self.group_commit = group_commit
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
@@ -234,12 +233,14 @@ class Queue:
             size=lambda call: len(call.ids),
             conflicts=_lead_ids,
             on_group=metrics.GROUP_SIZES.labels("renew").observe,
+            enabled=group_commit,
         )
         self._completions: Grouper[datetime | None, _Completing, dict[int, Lead | None]] = Grouper(
             self._complete_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.items),
             on_group=metrics.GROUP_SIZES.labels("complete").observe,
+            enabled=group_commit,
         )
         # Keyed by session (and instant): one lease statement per session at a time.
         self._leases: Grouper[tuple[str, datetime | None], _Leasing, Leased | None] = Grouper(
@@ -247,6 +248,7 @@ class Queue:
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: call.max,
             on_group=metrics.GROUP_SIZES.labels("lease").observe,
+            enabled=group_commit,
         )
 
     async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
@@ -407,7 +409,7 @@ class Queue:
             return await self._lease_limited(conn, params, ttl)
 
         if idempotency_key is None:
-            if not self.group_commit or session in self._limited:
+            if session in self._limited:
                 return await self.db.run(lease)
             leasing = _Leasing(owner, max, ttl, tokens)
             grouped = await self._leases.submit((session, now), leasing)
@@ -532,10 +534,7 @@ class Queue:
         call = _Renewing(
             [item.lead_id for item in items], [item.token for item in items], ttls, checkpoints
         )
-        if self.group_commit:
-            return await self._renewals.submit(now, call)
-        [answers] = await self._renew_group(now, [call])
-        return answers
+        return await self._renewals.submit(now, call)
 
     async def _renew_group(
         self, now: datetime | None, calls: Sequence[_Renewing]
@@ -626,10 +625,7 @@ class Queue:
             for i, item in enumerate(items)
         ]
         call = _Completing(items, results, lean=batch)
-        if self.group_commit:
-            return await self._completions.submit(now, call)
-        [done] = await self._complete_group(now, [call])
-        return done
+        return await self._completions.submit(now, call)
 
     async def _complete_group(
         self, now: datetime | None, calls: Sequence[_Completing]

@@ -187,7 +187,6 @@ def lease_group(ledger: bool) -> str:
         after="",
         answer=_gated_answer(),
         holder=_HOLDER_PER_SLOT,
-        slots="priority DESC, id",
     )
 
 
@@ -201,12 +200,11 @@ def _lease(
     after: str,
     answer: str,
     holder: tuple[str, str] = _ONE_HOLDER,
-    slots: str = "id",
 ) -> str:
     """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
     claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
-    ``answer``. The leads are numbered (``n``, for the token, and the ``holder``: owner and
-    ttl expressions) in the order ``slots``."""
+    ``answer``. The leads are numbered in lease order (``n``, for the token, and the
+    ``holder``: owner and ttl expressions)."""
     owner, ttl = holder
     return f"""
 WITH {before}ready AS (
@@ -230,7 +228,7 @@ picked AS (
     LIMIT {limit}
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY {slots}) AS n FROM picked
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false

@@ -209,7 +209,6 @@ async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
 @router.post(
     "/renew/batch",
     tags=["workers"],
-    response_model_exclude_none=True,
     responses=responses(*BODY_PROBLEMS),
 )
 async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
