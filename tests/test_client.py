@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from app.pg import libpq_url
-from leaseq.client import AsyncClient, RetryPolicy
+from leaseq import AsyncClient, RetryPolicy
 from leaseq.errors import Conflict, InvalidInput, LeaseLost, NotFound, Unauthorized, Unavailable
 from leaseq.model import CompleteItem, Counts, NewLead, RenewItem
 from tests.serving import Service, Services, free_port

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from leaseq.client import AsyncClient, RetryPolicy
+from leaseq import AsyncClient, RetryPolicy
 from leaseq.model import Counts, NewLead
 from leaseq.worker import Cached, Job, StopReason, Worker, run_worker
 from tests.serving import Service, Services, free_port

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from leaseq.client import AsyncClient
+from leaseq import AsyncClient
 from leaseq.model import NewLead
 from tests.serving import Service, Services, free_port, leaseq
 from tests.worker_support import HANDLER, exited, ledger, start_worker, tail

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from leaseq.client import AsyncClient, RetryPolicy
+from leaseq import AsyncClient, RetryPolicy
 from leaseq.model import Counts, NewLead
 from leaseq.worker import Command, Job, Worker
 from tests.api.proxy import Proxy

@@ -16,7 +16,7 @@ import random
 import sys
 from typing import Any
 
-from leaseq.client import AsyncClient
+from leaseq import AsyncClient
 from leaseq.model import FinalStatus, Lead, Lease, NextLease
 from leaseq.worker import Job, Worker
 

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from leaseq.client import AsyncClient, RetryPolicy, error_from_problem, parse_lead
+from leaseq import AsyncClient, RetryPolicy
+from leaseq._wire import error_from_problem, parse_lead
 from leaseq.errors import (
     ApiError,
     Conflict,
@@ -229,15 +230,15 @@ def test_rfc3339_is_utc_with_a_z() -> None:
 
 
 def test_push_bodies_stay_under_the_byte_and_count_limits() -> None:
-    from leaseq.client import _PUSH_ENVELOPE, _push_bodies, _wire_size
+    from leaseq._wire import PUSH_ENVELOPE, push_bodies, wire_size
 
     leads = [{"payload": {"n": i, "blob": "é" * (i % 900)}} for i in range(3000)]
     for limit in (4096, 100_000, 1024 * 1024):
-        bodies = _push_bodies(leads, limit)
+        bodies = push_bodies(leads, limit)
         assert [lead for body in bodies for lead in body] == leads
         for body in bodies:
             assert len(body) <= 1000
-            assert _wire_size({"leads": body}) <= limit
-    assert _wire_size({"leads": []}) == _PUSH_ENVELOPE
+            assert wire_size({"leads": body}) <= limit
+    assert wire_size({"leads": []}) == PUSH_ENVELOPE
     huge = [{"payload": {"x": "y" * 5000}}]
-    assert _push_bodies(huge + huge, 1000) == [huge, huge]  # too big for any: alone, for a 413
+    assert push_bodies(huge + huge, 1000) == [huge, huge]  # too big for any: alone, for a 413

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
+from leaseq import AsyncClient
 from leaseq.cli.sessions import changed, describe, parse_rate
-from leaseq.client import AsyncClient
 from leaseq.model import SessionSettings
 from leaseq.worker import Job, StopReason
 from leaseq.worker.job import Checkpoints

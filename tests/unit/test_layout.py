@@ -5,6 +5,7 @@ What a fresh virtualenv with the client alone can do is tests/test_client_alone.
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import tomllib
@@ -17,6 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 import leaseq
+from leaseq import AsyncClient, Client, _wire
 from leaseq.cli import root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +85,36 @@ def test_the_clients_own_commands_never_import_the_server(verb: str) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert found.stdout.strip().splitlines()[-1] == "[]", found.stdout
+
+
+def test_the_package_exports_its_public_api_and_none_of_its_machinery() -> None:
+    exported = set(leaseq.__all__)
+    assert {"AsyncClient", "Client", "Worker", "Job", "Lead", "SessionSettings"} <= exported
+    assert {"LeaseqError", "LeaseLost", "InvalidInput", "Unavailable"} <= exported
+    for name in exported:
+        getattr(leaseq, name)  # each one importable from the package
+        assert not name.startswith("_") or name == "__version__"
+    machinery = {
+        name
+        for name, value in vars(_wire).items()
+        if getattr(value, "__module__", None) == _wire.__name__ and name != "RetryPolicy"
+    }
+    assert {"parse_lead", "error_from_problem", "steps", "Call"} <= machinery
+    assert not machinery & exported
+
+
+def test_the_two_clients_have_the_same_methods_and_signatures() -> None:
+    def methods(client: object) -> dict[str, inspect.Signature]:
+        found = {name: getattr(client, name) for name in dir(client) if not name.startswith("_")}
+        return {name: inspect.signature(m) for name, m in found.items() if callable(m)}
+
+    blocking, awaited = Client("http://leaseq.test"), AsyncClient("http://leaseq.test")
+    sync, async_ = methods(blocking), methods(awaited)
+    assert sync.pop("close") == async_.pop("aclose")
+    assert sync == async_
+    assert {"push", "lease", "renew", "complete_and_lease", "release", "stats"} <= set(sync)
+    for name in async_:
+        assert inspect.iscoroutinefunction(getattr(awaited, name)), name
+        assert not inspect.iscoroutinefunction(getattr(blocking, name)), name
+    assert blocking.push.__doc__ == awaited.push.__doc__ == Client.push.__doc__
+    blocking.close()

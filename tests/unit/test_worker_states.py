@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from leaseq.client import AsyncClient, RetryPolicy
+from leaseq import AsyncClient, RetryPolicy
 from leaseq.errors import Unavailable
 from leaseq.limits import MAX_ERROR_CHARS
 from leaseq.model import Lead, Lease

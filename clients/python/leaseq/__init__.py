@@ -1,11 +1,16 @@
 """leaseq: the client of a lease queue service on PostgreSQL.
 
-Workers and scripts install this alone: ``AsyncClient`` speaks the REST API,
-``Worker`` runs a handler on each lead it leases, and the model and errors are
-the ones the service itself uses. ``leaseq`` never imports the service.
+Workers and scripts install this alone: ``AsyncClient`` (and its blocking
+twin ``Client``) speaks the REST API, ``Worker`` runs a handler on each lead
+it leases, and the model and errors are the ones the service itself uses.
+``leaseq`` never imports the service.
+
+The public API is what ``__all__`` names, as httpx keeps it: the modules
+whose names start with ``_`` are the machinery behind it, free to change.
 """
 
-from leaseq.client import AsyncClient, RetryPolicy
+from leaseq._client import AsyncClient, Client
+from leaseq._wire import RetryPolicy
 from leaseq.errors import (
     ApiError,
     Conflict,
@@ -30,10 +35,22 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    SessionSettings,
     Status,
     SweepResult,
 )
-from leaseq.worker import Cached, CancelToken, HandlerCancelled, Job, Worker, run_worker
+from leaseq.worker import (
+    Cached,
+    CancelToken,
+    Command,
+    HandlerCancelled,
+    HandlerUnusable,
+    Job,
+    StopReason,
+    Worker,
+    WorkerStats,
+    run_worker,
+)
 
 __version__ = "0.1.0"
 
@@ -43,11 +60,14 @@ __all__ = [
     "AsyncClient",
     "Cached",
     "CancelToken",
+    "Client",
+    "Command",
     "CompleteItem",
     "Conflict",
     "Counts",
     "FinalStatus",
     "HandlerCancelled",
+    "HandlerUnusable",
     "InvalidInput",
     "ItemResult",
     "Job",
@@ -63,11 +83,14 @@ __all__ = [
     "RenewItem",
     "Renewal",
     "RetryPolicy",
+    "SessionSettings",
     "Status",
+    "StopReason",
     "SweepResult",
     "Unauthorized",
     "Unavailable",
     "Worker",
+    "WorkerStats",
     "__version__",
     "run_worker",
 ]

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
+from leaseq import AsyncClient, RetryPolicy
 from leaseq.cli.output import CliError, one_line
-from leaseq.client import AsyncClient, RetryPolicy
 from leaseq.errors import LeaseqError
 from leaseq.limits import MAX_PUSH_BATCH, SESSION_PATTERN
 from leaseq.model import AllCounts, Counts, NewLead, PushResult, SessionSettings, SweepResult

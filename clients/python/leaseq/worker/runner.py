@@ -22,22 +22,22 @@ from rich.live import Live
 from rich.logging import RichHandler
 from rich.text import Text
 
-from leaseq.client import AsyncClient
+from leaseq import AsyncClient
 from leaseq.worker import metrics
 from leaseq.worker.command import Command
-from leaseq.worker.handlers import load_handler
-from leaseq.worker.job import Handler
-from leaseq.worker.loop import (
+from leaseq.worker.core import (
     DEFAULT_GIVE_UP_S,
     DEFAULT_GRACE_S,
     DEFAULT_WAIT_S,
     MAX_SECONDS,
     RETRY_BASE_S,
-    Worker,
-    WorkerStats,
     check_seconds,
     default_retry_delay,
 )
+from leaseq.worker.handlers import load_handler
+from leaseq.worker.job import Handler
+from leaseq.worker.loop import Worker
+from leaseq.worker.stats import WorkerStats
 
 log = logging.getLogger("leaseq.worker")
 PROGRESS_REFRESH_PER_S = 4

@@ -1,0 +1,413 @@
+"""Every endpoint of the REST API (SPEC.md), stated once for both clients.
+
+Each is an ``Exchange`` (``leaseq._wire``): it builds its calls, yields them
+and parses their answers, knowing nothing of how they travel. ``@endpoint``
+makes it a method of ``Client`` that answers, and of ``AsyncClient`` that is
+awaited, with the same parameters and docstring: the two clients cannot
+drift apart, because there is only one of each method to keep.
+
+Every method raises the ``leaseq.errors`` exception of the answer's ``code``
+(``LeaseLost``, ``NotFound``, ``InvalidInput``, ``Conflict``,
+``Unavailable``), ``Unauthorized`` / ``PayloadTooLarge`` / ``ApiError``
+otherwise, and ``Unavailable`` when the service cannot be reached after the
+retries of the client's ``retry_policy``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+
+from leaseq._wire import (
+    DEFAULT_TIMEOUT_S,
+    IDEMPOTENCY_HEADER,
+    NO_RETRY,
+    Call,
+    Exchange,
+    RetryPolicy,
+    chunks,
+    complete_body,
+    lease_body,
+    new_idempotency_key,
+    new_lead_body,
+    parse_counts,
+    parse_item_result,
+    parse_lead,
+    parse_lease,
+    parse_renewal,
+    parse_settings,
+    parse_sweep,
+    push_bodies,
+    renew_body,
+    seg,
+)
+from leaseq.errors import LeaseqError
+from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH
+from leaseq.model import (
+    AllCounts,
+    CompleteItem,
+    Counts,
+    FinalStatus,
+    ItemResult,
+    Lead,
+    Lease,
+    NewLead,
+    NextLease,
+    PushResult,
+    Renewal,
+    RenewItem,
+    SessionSettings,
+    SweepResult,
+)
+
+if TYPE_CHECKING:
+    from leaseq._client import AsyncClient, Client
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_Transport = TypeVar("_Transport")
+
+
+class endpoint(Generic[_P, _T]):  # a decorator, named as property is
+    """An exchange as a client method: called on ``Client``, run; on ``AsyncClient``, awaited.
+
+    The bound method is made on first use and kept on the client, so a call
+    costs what a plain method call does.
+    """
+
+    def __init__(self, exchange: Callable[Concatenate[Any, _P], Exchange[_T]]) -> None:
+        self.exchange = exchange
+        self.name = exchange.__name__
+        self.__doc__ = exchange.__doc__
+        signature = inspect.signature(exchange)
+        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    @overload
+    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(
+        self, client: AsyncClient, owner: type[Any]
+    ) -> Callable[_P, Coroutine[Any, Any, _T]]: ...
+    @overload
+    def __get__(self, client: Client, owner: type[Any]) -> Callable[_P, _T]: ...
+    def __get__(self, client: Endpoints[Any] | None, owner: type[Any]) -> Any:
+        if client is None:
+            return self
+        exchange, run = self.exchange, client._run
+
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            return await run(exchange(client, *args, **kwargs))
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return run(exchange(client, *args, **kwargs))
+
+        method: Any = awaited if inspect.iscoroutinefunction(run) else blocking
+        method.__name__ = self.name
+        method.__qualname__ = f"{type(client).__name__}.{self.name}"
+        method.__doc__ = self.__doc__
+        method.__signature__ = self.signature
+        client.__dict__[self.name] = method
+        return method
+
+
+class Endpoints(Generic[_Transport]):
+    """What both clients share: their settings, and every endpoint (the module docstring).
+
+    A subclass gives ``_connect`` (its httpx client) and ``_run``: how an
+    exchange's calls go out and come back.
+    """
+
+    _run: Callable[[Exchange[Any]], Any]
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry_policy: RetryPolicy | None = None,
+        transport: _Transport | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
+        """``max_body_bytes``: the service's ``LEASEQ_MAX_BODY_BYTES``; pushes fit under it."""
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
+        self.retry_policy = retry_policy or RetryPolicy()
+        self._http = self._connect(transport, base_url=self.url, headers=headers, timeout=timeout_s)
+
+    def _connect(self, transport: _Transport | None, **options: Any) -> Any:
+        raise NotImplementedError
+
+    # -- producers ---------------------------------------------------------
+
+    @endpoint
+    def push(
+        self,
+        session: str,
+        leads: Sequence[NewLead | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Exchange[PushResult]:
+        """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000 leads
+        and ``max_body_bytes`` each.
+
+        Each call is atomic on its own; ids come back in input order. Each is
+        sent with an ``Idempotency-Key`` (``idempotency_key``, with the call's
+        number after the first, or a fresh one), so its retries push once.
+        """
+        ids: list[int] = []
+        created = duplicates = 0
+        key = idempotency_key or new_idempotency_key()
+        wire = [new_lead_body(lead) for lead in leads]
+        for n, chunk in enumerate(push_bodies(wire, self.max_body_bytes)):
+            once = {IDEMPOTENCY_HEADER: key if n == 0 else f"{key}.{n}"}
+            path = f"/sessions/{seg(session)}/leads"
+            data = (yield Call("POST", path, {"leads": chunk}, headers=once)).json()
+            ids.extend(data["ids"])
+            created += data["created"]
+            duplicates += data["duplicates"]
+        return PushResult(ids=ids, created=created, duplicates=duplicates)
+
+    # -- workers -----------------------------------------------------------
+
+    @endpoint
+    def lease(
+        self,
+        session: str | Sequence[str] | None,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        wait_s: float = 0.0,
+        idempotency_key: str | None = None,
+        policy: RetryPolicy | None = None,
+    ) -> Exchange[list[Lease]]:
+        """Lease up to ``max`` leads; ``wait_s`` > 0 holds the call until work comes or it ends.
+
+        ``session``: one session's name; several names, to lease from the one of
+        them furthest below its fair share by weight; None, from any session.
+        Without ``ttl_s`` the service grants its default; each lease says the
+        ``ttl_s`` granted. Sent with an ``Idempotency-Key`` (``idempotency_key``
+        or a fresh one), so a retry gets the leases the first try took.
+        """
+        once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        body = lease_body(NextLease(session, owner, max, ttl_s, wait_s))
+        timeout_s = self.timeout_s + wait_s
+        data = (yield Call("POST", "/lease", body, once, timeout_s, policy)).json()
+        return [parse_lease(item) for item in data["leases"]]
+
+    @endpoint
+    def renew(
+        self, lead_id: int, token: str, ttl_s: float | None = None, *, checkpoint: Any = None
+    ) -> Exchange[Renewal]:
+        """Extend a valid lease; its new expiry and the ttl granted. Raises LeaseLost.
+
+        A ``checkpoint`` (any JSON but None) is stored on the lead for its next holder.
+        """
+        body = renew_body(RenewItem(lead_id, token, ttl_s, checkpoint))
+        return parse_renewal((yield Call("POST", "/renew", body)).json())
+
+    @endpoint
+    def renew_many(
+        self,
+        items: Sequence[RenewItem],
+        *,
+        policy: RetryPolicy | None = None,
+        timeout_s: float | None = None,
+    ) -> Exchange[list[ItemResult]]:
+        """Renew many leases (calls of up to 100); one answer per item, in order."""
+        answers: list[ItemResult] = []
+        for chunk in chunks(items, MAX_ITEM_BATCH):
+            body = {"items": [renew_body(item) for item in chunk]}
+            data = (yield Call("POST", "/renew/batch", body, None, timeout_s, policy)).json()
+            answers.extend(parse_item_result(item) for item in data["results"])
+        return answers
+
+    @endpoint
+    def complete(
+        self,
+        lead_id: int,
+        token: str,
+        status: FinalStatus = "done",
+        result: Any = None,
+        error: str | None = None,
+    ) -> Exchange[Lead]:
+        """Finish a valid lease as done, failed or cached; returns the lead. Raises LeaseLost.
+
+        Safe to retry: the same completion again answers as the first did.
+        """
+        body = complete_body(CompleteItem(lead_id, token, status, result, error))
+        return parse_lead((yield Call("POST", "/complete", body)).json()["lead"])
+
+    @endpoint
+    def complete_and_lease(
+        self,
+        lead_id: int,
+        token: str,
+        status: FinalStatus = "done",
+        result: Any = None,
+        error: str | None = None,
+        *,
+        next: NextLease,
+        idempotency_key: str | None = None,
+    ) -> Exchange[tuple[Lead, list[Lease]]]:
+        """``complete``, then lease ``next`` in the same request; the lead and the new leases.
+
+        Raises LeaseLost (and leases nothing) when the completion is refused. Sent
+        with an ``Idempotency-Key`` (``idempotency_key`` or a fresh one), so a retry
+        gets the leases the first try took, and the completion answers as before.
+        """
+        body = complete_body(CompleteItem(lead_id, token, status, result, error))
+        body["next"] = lease_body(next)
+        data = (yield self._leasing("/complete", body, next, idempotency_key)).json()
+        return parse_lead(data["lead"]), [parse_lease(item) for item in data["leases"]]
+
+    @endpoint
+    def complete_many(self, items: Sequence[CompleteItem]) -> Exchange[list[ItemResult]]:
+        """Complete many leases (calls of up to 100); one answer per item, in order."""
+        answers: list[ItemResult] = []
+        for chunk in chunks(items, MAX_ITEM_BATCH):
+            body = {"items": [complete_body(item) for item in chunk]}
+            data = (yield Call("POST", "/complete/batch", body)).json()
+            answers.extend(parse_item_result(item) for item in data["results"])
+        return answers
+
+    @endpoint
+    def complete_many_and_lease(
+        self,
+        items: Sequence[CompleteItem],
+        *,
+        next: NextLease,
+        idempotency_key: str | None = None,
+    ) -> Exchange[tuple[list[ItemResult], list[Lease]]]:
+        """``complete_many``, then lease ``next`` with the last call of 100; the answers, in
+        order, and the new leases (taken whatever the answers were)."""
+        if not items:
+            raise ValueError("no items to complete")
+        *before, last = chunks(items, MAX_ITEM_BATCH)
+        answers: list[ItemResult] = []
+        for chunk in before:
+            body: dict[str, Any] = {"items": [complete_body(item) for item in chunk]}
+            data = (yield Call("POST", "/complete/batch", body)).json()
+            answers.extend(parse_item_result(item) for item in data["results"])
+        body = {"items": [complete_body(item) for item in last], "next": lease_body(next)}
+        data = (yield self._leasing("/complete/batch", body, next, idempotency_key)).json()
+        answers.extend(parse_item_result(item) for item in data["results"])
+        return answers, [parse_lease(item) for item in data["leases"]]
+
+    def _leasing(
+        self, path: str, body: dict[str, Any], next: NextLease, idempotency_key: str | None
+    ) -> Call:
+        """A completion that leases ``next`` too: keyed, and given the time ``next`` waits."""
+        once = {IDEMPOTENCY_HEADER: idempotency_key or new_idempotency_key()}
+        return Call("POST", path, body, once, self.timeout_s + next.wait_s)
+
+    @endpoint
+    def release(
+        self, lead_id: int, token: str, delay_s: float = 0.0, *, error: str | None = None
+    ) -> Exchange[Lead]:
+        """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost.
+
+        On the lead's last attempt it fails instead, with ``error`` (why) kept.
+        A retry after a lost answer finds the lease gone: LeaseLost, nothing changed.
+        """
+        body: dict[str, Any] = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
+        if error is not None:
+            body["error"] = error
+        return parse_lead((yield Call("POST", "/release", body)).json()["lead"])
+
+    # -- operators ---------------------------------------------------------
+
+    @endpoint
+    def sweep(self, session: str) -> Exchange[SweepResult]:
+        """Requeue the expired leases of one session (failed at max_attempts)."""
+        return parse_sweep((yield Call("POST", "/sweep", {"session": session})).json())
+
+    @endpoint
+    def sweep_all(self) -> Exchange[SweepResult]:
+        """Requeue the expired leases of every session."""
+        return parse_sweep((yield Call("POST", "/sweep", {"all": True})).json())
+
+    @endpoint
+    def cancel(self, lead_id: int) -> Exchange[Lead]:
+        """Fail a queued or leased lead with error "cancelled". Raises NotFound or Conflict."""
+        return parse_lead((yield Call("POST", f"/leads/{int(lead_id)}/cancel")).json())
+
+    @endpoint
+    def retry(self, lead_id: int) -> Exchange[Lead]:
+        """Queue a failed lead again (dead-letter replay). Raises NotFound or Conflict."""
+        return parse_lead((yield Call("POST", f"/leads/{int(lead_id)}/retry")).json())
+
+    # -- reading -----------------------------------------------------------
+
+    @endpoint
+    def get(self, lead_id: int) -> Exchange[Lead]:
+        """One lead by id. Raises NotFound."""
+        return parse_lead((yield Call("GET", f"/leads/{int(lead_id)}")).json())
+
+    @endpoint
+    def stats(self, session: str) -> Exchange[Counts]:
+        """Lead counts by status in one session."""
+        return parse_counts((yield Call("GET", f"/sessions/{seg(session)}/stats")).json())
+
+    @endpoint
+    def stats_all(self) -> Exchange[AllCounts]:
+        """Lead counts per session, and their total."""
+        data = (yield Call("GET", "/stats")).json()
+        sessions = {name: parse_counts(counts) for name, counts in data["sessions"].items()}
+        return AllCounts(sessions=sessions, total=parse_counts(data["total"]))
+
+    @endpoint
+    def settings(self, session: str) -> Exchange[SessionSettings]:
+        """A session's weight, cap and rate (the defaults for one never set)."""
+        return parse_settings((yield Call("GET", f"/sessions/{seg(session)}/settings")).json())
+
+    @endpoint
+    def put_settings(self, session: str, settings: SessionSettings) -> Exchange[SessionSettings]:
+        """Replace a session's settings; returns them as stored. Raises InvalidInput.
+
+        Safe to retry: the same settings again store the same.
+        """
+        call = Call("PUT", f"/sessions/{seg(session)}/settings", dataclasses.asdict(settings))
+        return parse_settings((yield call).json())
+
+    @endpoint
+    def report(self, session: str) -> Exchange[dict[str, Any]]:
+        """The ledger's audit of one session, as the service sends it."""
+        data: dict[str, Any] = (yield Call("GET", f"/sessions/{seg(session)}/report")).json()
+        return data
+
+    @endpoint
+    def dashboard(self) -> Exchange[dict[str, Any]]:
+        """What the dashboard shows (``GET /dashboard/data``), as the service sends it."""
+        data: dict[str, Any] = (yield Call("GET", "/dashboard/data")).json()
+        return data
+
+    @endpoint
+    def metrics(self) -> Exchange[str]:
+        """The service's Prometheus text."""
+        return (yield Call("GET", "/metrics")).text
+
+    @endpoint
+    def healthz(self) -> Exchange[bool]:
+        """True while the service process answers; never retried, never raises."""
+        return (yield from _probe("/healthz"))
+
+    @endpoint
+    def readyz(self) -> Exchange[bool]:
+        """True when the service's database answers at the newest schema; never raises."""
+        return (yield from _probe("/readyz"))
+
+
+def _probe(path: str) -> Exchange[bool]:
+    try:
+        yield Call("GET", path, policy=NO_RETRY)
+    except LeaseqError:
+        return False
+    return True

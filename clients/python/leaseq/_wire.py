@@ -1,0 +1,379 @@
+"""The REST API on the wire, for both clients: calls, retries, errors, answers. No transport.
+
+``Client`` and ``AsyncClient`` share everything here and differ only in how
+a ``Call`` goes out (``leaseq._client``): an endpoint (``leaseq._endpoints``)
+is an ``Exchange``, a generator that yields the calls it needs and is sent
+each one's answer; ``steps`` turns an exchange into what a transport does,
+with the retries of ``RetryPolicy`` and the error of each answer stated here
+once.
+
+What is retried: connection errors, timeouts and 502/503/504 answers, with
+exponential backoff and jitter; a 4xx answer never is. A retry must never
+turn one intent into two effects, so only calls that are safe to repeat are
+retried as they are: reads; renew (a second renewal only extends the lease
+again from now, with the same checkpoint); putting a session's settings (the
+same again); complete (idempotent: the same completion again answers as the
+first did); release, sweep, cancel and retry (a repeat finds the work done
+and is refused, changing nothing). Push and lease are not safe as they are,
+so each logical call gets an ``Idempotency-Key`` of its own (a fresh UUID),
+sent with every retry of it: the service answers a repeat with the first
+answer (the same ids, the same leases) instead of pushing or leasing again.
+
+Knows nothing of the queue's internals or of the database: HTTP only.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from leaseq import timefmt
+from leaseq.errors import (
+    BY_CODE,
+    ApiError,
+    InvalidInput,
+    LeaseqError,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+)
+from leaseq.limits import MAX_PUSH_BATCH
+from leaseq.model import (
+    STATUSES,
+    CompleteItem,
+    Counts,
+    ItemResult,
+    Lead,
+    Lease,
+    NewLead,
+    NextLease,
+    Renewal,
+    RenewItem,
+    SessionSettings,
+    SweepResult,
+)
+
+DEFAULT_TIMEOUT_S = 10.0
+RETRY_STATUSES = frozenset({502, 503, 504})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_T = TypeVar("_T")
+
+
+def new_idempotency_key() -> str:
+    """A key for one logical push or lease, sent again with each of its retries."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a call is retried on a connection error or a 502/503/504.
+
+    The n-th retry waits ``min(max_s, base_s * 2**n)``, half of it fixed and
+    half random (jitter), or the service's Retry-After when that is shorter.
+    """
+
+    attempts: int = 6
+    base_s: float = 0.1
+    max_s: float = 2.0
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        cap = min(self.max_s, self.base_s * 2**retry)
+        if retry_after is not None:
+            cap = min(cap, max(retry_after, 0.0))
+        return float(cap / 2 + random.uniform(0, cap / 2))
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request of an endpoint; ``timeout_s`` and ``policy`` None: the client's own."""
+
+    method: str
+    path: str
+    body: Any = None
+    headers: Mapping[str, str] | None = None
+    timeout_s: float | None = None
+    policy: RetryPolicy | None = None
+
+
+# An endpoint's conversation: it yields the calls it sends, is sent each one's
+# successful answer (or has its error raised where it yielded), and returns the result.
+Exchange = Generator[Call, httpx.Response, _T]
+# What a transport is asked to do: send a call (and send back its answer, or the
+# transport's error), or sleep so many seconds (and send back None).
+Step = Call | float
+Outcome = httpx.Response | httpx.TransportError | None
+
+
+def steps(
+    exchange: Exchange[_T], url: str, policy: RetryPolicy, timeout_s: float
+) -> Generator[Step, Outcome, _T]:
+    """The steps of ``exchange`` for a transport, each call retried as the module docstring says.
+
+    A call's last failure is raised into the exchange: ``Unavailable`` naming the
+    URL when the service could not be reached, else the answer's ``error``.
+    """
+    answer: httpx.Response | None = None
+    failure: LeaseqError | None = None
+    while True:
+        try:
+            if failure is not None:
+                call = exchange.throw(failure)
+            elif answer is not None:
+                call = exchange.send(answer)
+            else:
+                call = next(exchange)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        call_policy = call.policy or policy
+        sent = Call(call.method, call.path, call.body, call.headers, call.timeout_s or timeout_s)
+        answer = failure = None
+        retry = 0
+        while answer is None and failure is None:
+            outcome = yield sent
+            wait_hint: float | None = None
+            last = retry + 1 >= call_policy.attempts
+            if isinstance(outcome, httpx.Response) and outcome.is_success:
+                answer = outcome
+            elif isinstance(outcome, httpx.Response):
+                if outcome.status_code not in RETRY_STATUSES or last:
+                    failure = error(outcome)
+                wait_hint = _retry_after(outcome)
+            elif last:
+                name = type(outcome).__name__
+                why = f"{name}: {outcome}" if str(outcome) else name
+                failure = Unavailable(f"{call.method} {url}{call.path}: {why}")
+                failure.__cause__ = outcome
+            if answer is None and failure is None:
+                yield call_policy.delay(retry, wait_hint)
+                retry += 1
+
+
+def error(response: httpx.Response) -> LeaseqError:
+    """The exception of an error answer (``error_from_problem`` of its problem+json)."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"title": response.reason_phrase, "detail": response.text[:500] or None}
+    return error_from_problem(response.status_code, body)
+
+
+def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
+    """The exception for a problem+json answer: the class of its ``code``, else ``ApiError``."""
+    code = problem.get("code")
+    detail = str(problem.get("detail") or problem.get("title") or f"HTTP {status}")
+    cls = BY_CODE.get(code) if isinstance(code, str) else None
+    exc: LeaseqError
+    if cls is InvalidInput:
+        field, sep, message = detail.partition(": ")
+        exc = InvalidInput(field, message) if sep else InvalidInput("request", detail)
+    elif cls is not None:
+        exc = cls(detail)
+    elif status == 401:
+        exc = Unauthorized(detail)
+    elif status == 413:
+        exc = PayloadTooLarge(detail)
+    elif status == 503:
+        exc = Unavailable(detail)
+    else:
+        exc = ApiError(detail, code=code if isinstance(code, str) else None)
+    exc.status = status
+    exc.problem = dict(problem)
+    return exc
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+# -- answers --------------------------------------------------------------
+
+
+def _time(value: Any) -> datetime:
+    return timefmt.parse(value)
+
+
+def _maybe_time(value: Any) -> datetime | None:
+    return None if value is None else _time(value)
+
+
+def _maybe_seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def parse_lead(data: Mapping[str, Any]) -> Lead:
+    """A lead object of the API as a ``Lead``."""
+    return Lead(
+        id=data["id"],
+        session=data["session"],
+        priority=data.get("priority", 0),
+        payload=data.get("payload") or {},
+        key=data.get("key"),
+        depth=data.get("depth", 0),
+        parent_id=data.get("parent_id"),
+        status=data["status"],
+        owner=data.get("owner"),
+        attempts=data.get("attempts", 0),
+        max_attempts=data["max_attempts"],
+        available_at=_time(data["available_at"]),
+        lease_expires_at=_maybe_time(data.get("lease_expires_at")),
+        result=data.get("result"),
+        error=data.get("error"),
+        created_at=_time(data["created_at"]),
+        updated_at=_time(data["updated_at"]),
+        checkpoint=data.get("checkpoint"),
+    )
+
+
+def parse_lease(data: Mapping[str, Any]) -> Lease:
+    """A lease object of the API as a ``Lease``."""
+    return Lease(
+        lead=parse_lead(data["lead"]),
+        token=data["token"],
+        attempt=data["attempt"],
+        owner=data["owner"],
+        expires_at=_time(data["expires_at"]),
+        ttl_s=_maybe_seconds(data.get("ttl_s")),
+    )
+
+
+def parse_renewal(data: Mapping[str, Any]) -> Renewal:
+    """A renewal's new expiry and the ttl granted."""
+    return Renewal(expires_at=_time(data["expires_at"]), ttl_s=float(data["ttl_s"]))
+
+
+def parse_counts(data: Mapping[str, Any]) -> Counts:
+    """Counts by status and the oldest available lead's age; ``pending`` is derived, not read."""
+    age = data.get("oldest_available_age_s")
+    return Counts(
+        **{name: int(data.get(name, 0)) for name in STATUSES},
+        oldest_available_age_s=None if age is None else float(age),
+    )
+
+
+def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
+    """A session's settings as the API answers them."""
+    return SessionSettings(
+        weight=float(data["weight"]),
+        max_leased=data.get("max_leased"),
+        rate_per_s=_maybe_seconds(data.get("rate_per_s")),
+        burst=data.get("burst"),
+    )
+
+
+def parse_item_result(data: Mapping[str, Any]) -> ItemResult:
+    return ItemResult(
+        lead_id=data["lead_id"],
+        ok=bool(data["ok"]),
+        expires_at=_maybe_time(data.get("expires_at")),
+        code=data.get("code"),
+        ttl_s=_maybe_seconds(data.get("ttl_s")),
+    )
+
+
+def parse_sweep(data: Mapping[str, Any]) -> SweepResult:
+    return SweepResult(requeued=data["requeued"], failed=data["failed"])
+
+
+# -- requests -------------------------------------------------------------
+
+
+def seg(value: str) -> str:
+    """One URL path segment."""
+    return quote(value, safe="")
+
+
+def chunks(items: Sequence[_T], size: int) -> list[Sequence[_T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def new_lead_body(lead: NewLead | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(lead, Mapping):
+        return dict(lead)
+    body: dict[str, Any] = {
+        "payload": lead.payload,
+        "priority": lead.priority,
+        "depth": lead.depth,
+        "delay_s": lead.delay_s,
+    }
+    for name in ("key", "parent_id", "max_attempts"):
+        if (value := getattr(lead, name)) is not None:
+            body[name] = value
+    return body
+
+
+def lease_body(ask: NextLease) -> dict[str, Any]:
+    """The body of /lease, and of a completion's ``next``."""
+    body: dict[str, Any] = {"owner": ask.owner, "max": ask.max, "wait_s": ask.wait_s}
+    if isinstance(ask.session, str):
+        body["session"] = ask.session
+    elif ask.session is not None:
+        body["sessions"] = list(ask.session)
+    if ask.ttl_s is not None:
+        body["ttl_s"] = ask.ttl_s
+    return body
+
+
+def complete_body(item: CompleteItem) -> dict[str, Any]:
+    return {
+        "lead_id": item.lead_id,
+        "token": item.token,
+        "status": item.status,
+        "result": item.result,
+        "error": item.error,
+    }
+
+
+def renew_body(item: RenewItem) -> dict[str, Any]:
+    body: dict[str, Any] = {"lead_id": item.lead_id, "token": item.token}
+    if item.ttl_s is not None:
+        body["ttl_s"] = item.ttl_s
+    if item.checkpoint is not None:
+        body["checkpoint"] = item.checkpoint
+    return body
+
+
+# The bytes of ``{"leads":[]}`` around a push's leads.
+PUSH_ENVELOPE = len(b'{"leads":[]}')
+
+
+def wire_size(value: Any) -> int:
+    """The bytes of ``value`` as httpx sends it (compact UTF-8 JSON)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def push_bodies(leads: list[dict[str, Any]], max_bytes: int) -> list[list[dict[str, Any]]]:
+    """The leads in calls of at most MAX_PUSH_BATCH leads and ``max_bytes`` of body each.
+
+    A lead too large for any body goes alone, for the service to refuse (413).
+    """
+    bodies: list[list[dict[str, Any]]] = []
+    body: list[dict[str, Any]] = []
+    size = PUSH_ENVELOPE
+    for lead in leads:
+        more = wire_size(lead) + (1 if body else 0)  # the comma before it
+        if body and (len(body) == MAX_PUSH_BATCH or size + more > max_bytes):
+            bodies.append(body)
+            body, size, more = [], PUSH_ENVELOPE, more - 1
+        body.append(lead)
+        size += more
+    if body:
+        bodies.append(body)
+    return bodies
