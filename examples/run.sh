@@ -43,7 +43,7 @@ if ! answers /healthz; then
 fi
 
 python3 -c 'import json, sys; [print(json.dumps({"n": n})) for n in range(int(sys.argv[1]))]' "$LEADS" \
-    | leaseq push --session "$SESSION"
+    | leaseq push --session "$SESSION" --payloads
 
 echo "three workers; their logs in $LOGS"
 workers=()

@@ -32,11 +32,11 @@ def one_error_line(stderr: str) -> str:
 def test_push_from_a_file(service: Service, tmp_path: Path) -> None:
     leads = tmp_path / "leads.jsonl"
     leads.write_text(
-        '{"url": "https://a.example"}\n'
+        '{"payload": {"url": "https://a.example"}}\n'
         "\n"
         '{"payload": {"url": "https://b.example"}, "priority": 5, "key": "b"}\n'
         '{"payload": {"url": "https://b.example"}, "key": "b"}\n'
-        '{"payload": "not an object, so this whole line is the payload"}\n'
+        '{"payload": {"text": "a lead whose payload holds a payload"}, "depth": 1}\n'
     )
     pushed = leaseq("push", "--session", "crawl", str(leads), "--url", service.url)
     assert pushed.returncode == 0, pushed.stderr
@@ -49,14 +49,17 @@ def test_push_from_a_file(service: Service, tmp_path: Path) -> None:
         assert second["payload"] == {"url": "https://b.example"} and second["priority"] == 5
         assert second["key"] == "b"
         third = http.get("/leads/3").json()
-        assert third["payload"] == {"payload": "not an object, so this whole line is the payload"}
+        assert third["payload"] == {"text": "a lead whose payload holds a payload"}
+        assert third["depth"] == 1
 
 
 def test_push_of_large_leads_is_packed_under_the_body_limit(service: Service) -> None:
     """1,500 leads of 1.5 kB: 2.2 MB in all, more than one 1 MiB body can carry."""
     lines = "".join(json.dumps({"n": i, "blob": "é" * 750}) + "\n" for i in range(1500))
     assert len(lines.encode()) > 2 * 1024 * 1024
-    pushed = leaseq("push", "-s", "large", "--json", "--url", service.url, input=lines)
+    pushed = leaseq(
+        "push", "-s", "large", "--payloads", "--json", "--url", service.url, input=lines
+    )
     assert pushed.returncode == 0, pushed.stderr
     answer = json.loads(pushed.stdout)
     assert answer["created"] == 1500 and answer["ids"] == list(range(1, 1501))
@@ -67,7 +70,7 @@ def test_push_of_large_leads_is_packed_under_the_body_limit(service: Service) ->
 
 def test_push_from_stdin_in_batches(service: Service) -> None:
     lines = "".join(json.dumps({"n": i}) + "\n" for i in range(2500))
-    pushed = leaseq("push", "-s", "big", "--json", "--url", service.url, input=lines)
+    pushed = leaseq("push", "-s", "big", "--payloads", "--json", "--url", service.url, input=lines)
     assert pushed.returncode == 0, pushed.stderr
     answer = json.loads(pushed.stdout)
     assert answer["created"] == 2500 and answer["duplicates"] == 0
@@ -78,8 +81,8 @@ def test_push_from_stdin_in_batches(service: Service) -> None:
 
 
 def test_stats_table(service: Service) -> None:
-    leaseq("push", "-s", "alpha", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
-    leaseq("push", "-s", "beta", "--url", service.url, input='{"x": 3}\n')
+    leaseq("push", "-s", "alpha", "--payloads", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
+    leaseq("push", "-s", "beta", "--payloads", "--url", service.url, input='{"x": 3}\n')
 
     table = leaseq("stats", "--url", service.url)
     assert table.returncode == 0, table.stderr
@@ -100,7 +103,7 @@ def test_stats_table(service: Service) -> None:
 
 
 def test_sweep_requeues_expired_leases(service: Service) -> None:
-    leaseq("push", "-s", "s", "--url", service.url, input='{"x": 1}\n')
+    leaseq("push", "-s", "s", "--payloads", "--url", service.url, input='{"x": 1}\n')
     with service.client() as http:
         answer = http.post("/lease", json={"session": "s", "owner": "w", "ttl_s": 1})
         assert len(answer.json()["leases"]) == 1
@@ -124,27 +127,57 @@ def test_sweep_wants_a_session_or_all() -> None:
 
 def test_errors_are_one_line(service: Service) -> None:
     down = f"http://127.0.0.1:{free_port()}"
+    lead = '{"payload": {"x": 1}}\n'
     for args in (["stats"], ["sweep", "--all"], ["push", "-s", "s"]):
-        result = leaseq(*args, "--url", down, input='{"x": 1}\n')
+        result = leaseq(*args, "--url", down, input=lead)
         assert result.returncode == 1, result
         assert f"cannot reach leaseq at {down}" in one_error_line(result.stderr)
 
     for verb in ("push", "stats", "sweep"):
-        bad = leaseq(verb, "-s", "no/slashes!", "--url", service.url, input='{"x": 1}\n')
+        bad = leaseq(verb, "-s", "no/slashes!", "--url", service.url, input=lead)
         assert bad.returncode == 1
         assert "session 'no/slashes!': must match" in one_error_line(bad.stderr)
 
     invalid = '{"payload": {"x": 1}, "priority": "high"}\n'
     refused = leaseq("push", "-s", "s", "--url", service.url, input=invalid)
     assert refused.returncode == 1
-    assert "422 validation_error: " in one_error_line(refused.stderr)
-    assert "priority" in refused.stderr
+    assert "line 1: priority must be an integer" in one_error_line(refused.stderr)
 
-    not_json = leaseq("push", "-s", "s", "--url", service.url, input='{"x": 1}\n{"x": \n')
+    not_json = leaseq("push", "-s", "s", "--url", service.url, input=lead + '{"x": \n')
     assert not_json.returncode == 1
     assert one_error_line(not_json.stderr).startswith("error: line 2: not JSON")
     not_object = leaseq("push", "-s", "s", "--url", service.url, input="[1, 2]\n")
-    assert "line 1: expected a JSON object" in one_error_line(not_object.stderr)
+    assert "line 1: a lead is a JSON object, not an array" in one_error_line(not_object.stderr)
+
+
+def test_a_url_that_is_not_one_is_a_usage_error_in_every_verb() -> None:
+    """Refused where the URL is read, before any request: never retried as a service down."""
+    no_scheme = "127.0.0.1:8000"
+    verbs = (  # the command's words, and what follows --url
+        (["push"], ["-s", "s"]),
+        (["stats"], []),
+        (["sweep"], ["--all"]),
+        (["sessions", "show"], []),
+        (["sessions", "set"], ["s", "--weight", "2"]),
+        (["worker"], ["-s", "s", "--", "true"]),  # after "--" every word is the command's
+    )
+    for words, rest in verbs:
+        result = leaseq(*words, "--url", no_scheme, *rest, input='{"payload": {}}\n')
+        assert result.returncode == 2, (words, result)
+        assert one_error_line(result.stderr) == (
+            "error: --url '127.0.0.1:8000': give the scheme, as in http://127.0.0.1:8000"
+        )
+        assert result.stdout == ""
+
+    for url, says in (
+        ("localhost:8000", "give the scheme, as in http://localhost:8000"),
+        ("ftp://127.0.0.1:8000", "must be an http:// or https:// URL"),
+        ("http://", "names no host"),
+        ("http://127.0.0.1:port", "not a URL"),
+    ):
+        by_env = leaseq("stats", env={"LEASEQ_URL": url})
+        assert by_env.returncode == 2, by_env
+        assert one_error_line(by_env.stderr).startswith(f"error: --url {url!r}: {says}")
 
 
 def test_token(services: Services, database_url: str) -> None:
@@ -175,7 +208,7 @@ def test_help() -> None:
 
 
 def test_sessions_set_and_show(service: Service) -> None:
-    leaseq("push", "-s", "tenant", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
+    leaseq("push", "-s", "tenant", "--payloads", "--url", service.url, input='{"x": 1}\n{"x": 2}\n')
     args = ["--weight", "3", "--max-leased", "10", "--rate", "300/min", "--url", service.url]
     done = leaseq("sessions", "set", "tenant", *args)
     assert done.returncode == 0, done.stderr

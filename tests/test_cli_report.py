@@ -17,7 +17,7 @@ import pytest
 from app import migrate
 from app.pg import Database
 from app.queue import Queue
-from leaseq.cli.output import EXIT_NO_DATABASE
+from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_NOTHING_TO_AUDIT
 from leaseq.model import NewLead
 from tests.serving import leaseq, postgres_running, stop_postgres
 from tests.support import T0, at
@@ -68,6 +68,24 @@ async def test_a_tampered_ledger_exits_1(queue: Queue, db: Database, database_ur
     assert as_json.returncode == 1
     found = json.loads(as_json.stdout)
     assert (found["double_completions"], found["overlapping_leases"]) == (1, 1)
+
+
+async def test_a_session_with_no_leads_is_said_so_not_audited(
+    db: Database, database_url: str
+) -> None:
+    """A typo never reads as a clean audit: its own exit status, one line, nothing on stdout."""
+    await _clean_run(Queue(db))
+    for extra in ([], ["--json"]):
+        typo = leaseq("report", "--session", "typo", *extra, "--database-url", database_url)
+        assert typo.returncode == EXIT_NOTHING_TO_AUDIT, typo
+        assert one_line(typo.stderr) == "error: session 'typo' has no leads"
+        assert typo.stdout == ""
+
+    await Queue(db, ledger=False).push("quiet", [NewLead({"i": i}) for i in range(2)], now=T0)
+    unrecorded = leaseq("report", "--session", "quiet", "--database-url", database_url)
+    assert unrecorded.returncode == EXIT_NOTHING_TO_AUDIT, unrecorded
+    said = one_line(unrecorded.stderr)
+    assert "session 'quiet' has 2 leads but no ledger rows" in said and "nothing to audit" in said
 
 
 def test_a_bad_session_name_is_one_line(database_url: str) -> None:
@@ -145,6 +163,6 @@ def test_db_upgrade_creates_the_embedded_database_and_report_finds_it(data_dir: 
     assert not postgres_running(data_dir)  # stopped again: nobody else holds it
 
     shown = leaseq("report", "-s", "s", "--json", env={"LEASEQ_DATA_DIR": str(data_dir)})
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["leads"] == 0
+    assert shown.returncode == EXIT_NOTHING_TO_AUDIT, shown.stderr  # found, and empty
+    assert one_line(shown.stderr) == "error: session 's' has no leads"
     assert not postgres_running(data_dir)

@@ -4,7 +4,10 @@ Registered as the ``report`` command of ``leaseq`` (entry point ``leaseq.command
 It reads the database, not the service, so it also audits a ledger whose
 service is gone. Exit status: 0 no broken promise, 1 a broken promise (a
 double completion or an overlapping lease) or a failure, 2 a usage error,
-3 no leaseq database where it looked.
+3 no leaseq database where it looked, 4 nothing to audit: the session has no
+leads (a typo, or all pruned), or has leads but no ledger rows (the service
+runs with ``LEASEQ_LEDGER=false``). An audit of nothing never reads as a
+clean one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,16 @@ from rich.table import Table
 from app.cli.database import DatabaseUrl, DataDir, opened_queue, settings_of
 from app.config import Settings
 from app.report import COUNTERS, Report, report
-from leaseq.cli.output import EXIT_FAILURE, err, one_line_errors, out
+from leaseq.cli.output import (
+    EXIT_FAILURE,
+    EXIT_NOTHING_TO_AUDIT,
+    CliError,
+    err,
+    one_line_errors,
+    out,
+    plural,
+)
+from leaseq.model import STATUSES
 
 cli = typer.Typer(add_completion=False)
 
@@ -36,7 +48,8 @@ MUST_BE_ZERO = frozenset({"double_completions", "overlapping_leases"})
         "Your own PostgreSQL:  "
         "leaseq report --session crawl --database-url postgresql://app@db/leaseq\n\n"
         "Exit status: 0 no broken promise; 1 the ledger shows a double completion or an "
-        "overlapping lease (or the report failed); 2 usage error; 3 no leaseq database there."
+        "overlapping lease (or the report failed); 2 usage error; 3 no leaseq database there; "
+        "4 nothing to audit (the session has no leads, or the ledger has none of them)."
     ),
 )
 def audit(
@@ -60,8 +73,20 @@ def audit(
 
 
 async def _read(settings: Settings, session: str) -> Report:
+    """The session's audit; raises CliError (exit 4) when there is nothing to audit."""
     async with opened_queue(settings) as queue:
-        return await report(queue, session)
+        found = await report(queue, session)
+        if found.leads == 0:
+            counts = await queue.stats(session)
+            leads = sum(getattr(counts, status) for status in STATUSES)
+            if leads == 0:
+                raise CliError(f"session {session!r} has no leads", EXIT_NOTHING_TO_AUDIT)
+            raise CliError(
+                f"session {session!r} has {plural(leads, 'lead')} but no ledger rows "
+                "(does the service run with LEASEQ_LEDGER=false?): nothing to audit",
+                EXIT_NOTHING_TO_AUDIT,
+            )
+        return found
 
 
 def _print(session: str, found: Report) -> None:

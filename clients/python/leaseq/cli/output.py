@@ -1,8 +1,10 @@
 """What every ``leaseq`` command prints, and the one way a failure becomes one line.
 
 Exit statuses, for every command: 0 success; 1 the command failed (the
-service unreachable or refusing, for ``report`` a broken promise); 2 a usage
-error; 3 no leaseq database where the command looked (``report``, ``prune``).
+service unreachable or refusing, a bad line of input, for ``report`` a broken
+promise); 2 a usage error; 3 no leaseq database where the command looked
+(``report``, ``prune``); 4 ``report`` found nothing to audit (the session has
+no leads, or the ledger none of them).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from leaseq.errors import InvalidInput, LeaseqError
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_NO_DATABASE = 3
+EXIT_NOTHING_TO_AUDIT = 4
 
 err = Console(stderr=True)
 out = Console()

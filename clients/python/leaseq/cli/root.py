@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 from typing import Any
+from urllib.parse import urlsplit
 
 import typer
 from typer.core import TyperGroup
 
-from leaseq.cli.output import EXIT_FAILURE, fail
+from leaseq.cli.output import EXIT_FAILURE, EXIT_USAGE, fail
 
 ENTRY_POINTS = "leaseq.commands"
 SERVER_DISTRIBUTION = "leaseq-server"
@@ -95,7 +96,8 @@ app = typer.Typer(
         "Push work:  leaseq push --session crawl leads.jsonl\n\n"
         "Watch it:  leaseq stats\n\n"
         "Exit status: 0 success, 1 failure, 2 usage error, "
-        "3 no leaseq database where report or prune looked."
+        "3 no leaseq database where report or prune looked, "
+        "4 nothing for report to audit in that session."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -103,8 +105,36 @@ app = typer.Typer(
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+URL_SCHEMES = ("http", "https")
+
+
+def service_url(value: str) -> str:
+    """``--url`` / ``LEASEQ_URL`` checked before any request: an http(s) URL with a host.
+
+    Anything else is a usage error (one line, exit 2), never a service to retry.
+    """
+    text = value.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (reading it checks it: "host:abc" raises ValueError)
+    except ValueError as exc:
+        fail(f"--url {value!r}: not a URL ({exc})", EXIT_USAGE)
+    if "://" not in text:
+        fail(f"--url {value!r}: give the scheme, as in http://{text}", EXIT_USAGE)
+    if parts.scheme.lower() not in URL_SCHEMES:
+        fail(f"--url {value!r}: must be an http:// or https:// URL", EXIT_USAGE)
+    if not parts.hostname:
+        fail(f"--url {value!r}: names no host", EXIT_USAGE)
+    return text
+
+
 ServiceUrl = typer.Option(
-    DEFAULT_URL, "--url", envvar="LEASEQ_URL", metavar="URL", help="The leaseq service."
+    DEFAULT_URL,
+    "--url",
+    envvar="LEASEQ_URL",
+    metavar="URL",
+    callback=service_url,
+    help="The leaseq service (http:// or https://).",
 )
 Token = typer.Option(
     None, "--token", envvar="LEASEQ_TOKEN", metavar="TOKEN", help="Bearer token for the service."

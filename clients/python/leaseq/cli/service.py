@@ -1,31 +1,29 @@
-"""The client verbs (push, stats, sweep, sessions) over ``leaseq.client``: input, calls, errors.
+"""The client verbs (push, stats, sweep, sessions) over the async client: input, calls, errors.
 
-``leaseq.client.AsyncClient`` makes the HTTP calls; this module reads leads from
-JSON lines, runs each verb to completion, and turns any failure — the
-service unreachable, a problem+json answer, a bad line of input — into
+``leaseq.AsyncClient`` makes the HTTP calls; this module runs each verb
+to completion (a push through ``leaseq.cli.pushing``), and turns any failure —
+the service unreachable, a problem+json answer, a bad line of input — into
 ``CliError`` whose message is one line for the CLI to print.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 import httpx
 
 from leaseq import AsyncClient, RetryPolicy
+from leaseq.cli import pushing
 from leaseq.cli.output import CliError, one_line
 from leaseq.errors import LeaseqError
-from leaseq.limits import MAX_PUSH_BATCH, SESSION_PATTERN
-from leaseq.model import AllCounts, Counts, NewLead, PushResult, SessionSettings, SweepResult
+from leaseq.limits import SESSION_PATTERN
+from leaseq.model import AllCounts, Counts, PushResult, SessionSettings, SweepResult
 
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
-LEAD_FIELDS = frozenset(field.name for field in dataclasses.fields(NewLead))
 
 
 class Service:
@@ -35,26 +33,24 @@ class Service:
         self.url = url.rstrip("/")
         self.token = token
 
-    def push(self, session: str, lines: Iterable[str]) -> PushResult:
-        """Push the leads of ``lines`` (JSON lines) in batches of up to 1,000."""
+    def push(
+        self, session: str, lines: Iterable[str], *, payloads: bool = False, stream: bool = False
+    ) -> PushResult:
+        """Push the leads of ``lines`` (JSON lines; see ``leaseq.cli.pushing``)."""
         check_session(session)
-        ids: list[int] = []
-        created = duplicates = 0
 
-        async def run(client: AsyncClient) -> None:
-            nonlocal created, duplicates
-            for batch in batches(lines):
-                answer = await client.push(session, batch)
-                ids.extend(answer.ids)
-                created += answer.created
-                duplicates += answer.duplicates
+        def run(client: AsyncClient) -> Awaitable[PushResult]:
+            return pushing.push(
+                client,
+                session,
+                lines,
+                describe=lambda exc: error_line(exc, self.url),
+                payloads=payloads,
+                stream=stream,
+            )
 
-        try:
-            self._run(run)
-        except CliError as exc:
-            pushed = f" ({len(ids)} leads were pushed before it)" if ids else ""
-            raise CliError(f"{exc}{pushed}") from None
-        return PushResult(ids=ids, created=created, duplicates=duplicates)
+        pushed: PushResult = self._run(run)
+        return pushed
 
     def stats(self, session: str) -> Counts:
         check_session(session)
@@ -117,40 +113,6 @@ def check_session(session: str) -> str:
     if not re.fullmatch(SESSION_PATTERN, session):
         raise CliError(f"session {session!r}: must match {SESSION_PATTERN}")
     return session
-
-
-def lead_from_line(text: str, line_number: int) -> dict[str, Any] | None:
-    """A lead from one line of JSON: a lead object, or any other object taken as the payload.
-
-    A lead object has an object ``payload`` and no keys but a lead's. Blank
-    lines give None. Raises CliError.
-    """
-    if not text.strip():
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise CliError(f"line {line_number}: not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise CliError(f"line {line_number}: expected a JSON object, got {type(value).__name__}")
-    if isinstance(value.get("payload"), dict) and value.keys() <= LEAD_FIELDS:
-        return value
-    return {"payload": value}
-
-
-def batches(lines: Iterable[str], size: int = MAX_PUSH_BATCH) -> Iterator[list[dict[str, Any]]]:
-    """Leads from JSON lines in batches of up to ``size``; raises CliError at a bad line."""
-    batch: list[dict[str, Any]] = []
-    for number, text in enumerate(lines, start=1):
-        lead = lead_from_line(text, number)
-        if lead is None:
-            continue
-        batch.append(lead)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def id_ranges(ids: Iterable[int]) -> str:

@@ -23,9 +23,17 @@ AGE = "oldest_available_age_s"
 
 @app.command(
     epilog=(
+        'Each line a lead:  {"payload": {"url": "https://example.com"}, "key": "example.com", '
+        '"priority": 5}  (fields: payload, priority, key, depth, parent_id, max_attempts, '
+        "delay_s; payload a JSON object)\n\n"
         "From a file:  leaseq push --session crawl leads.jsonl\n\n"
-        'From stdin:  echo \'{"url": "https://example.com"}\' | leaseq push --session crawl\n\n'
-        'A line may be a lead:  {"payload": {"url": "…"}, "priority": 5, "key": "example.com"}'
+        'Each line a payload:  echo \'{"url": "https://example.com"}\' | '
+        "leaseq push --session crawl --payloads\n\n"
+        "Every line is checked before anything is pushed: a bad line anywhere pushes nothing. "
+        "--stream pushes as it reads (endless input); a bad line then stops it, and the "
+        "error names the lines that were pushed. Exit status: 0 pushed; 1 a bad line, or "
+        "the service refused or could not be reached (the line says what was pushed); "
+        "2 a usage error."
     )
 )
 def push(
@@ -33,16 +41,23 @@ def push(
         ..., "--session", "-s", metavar="NAME", help="The session to push to."
     ),
     file: typer.FileText = typer.Argument(
-        "-",
-        help="JSON lines: each a lead object, or any object taken as the payload (- for stdin).",
+        "-", help="JSON lines, each a lead (with --payloads, each a payload); - for stdin."
+    ),
+    payloads: bool = typer.Option(
+        False, "--payloads", help="Each line is a payload (a JSON object), pushed as it is."
+    ),
+    stream: bool = typer.Option(
+        False,
+        "--stream",
+        help="Push as lines arrive instead of checking them all first (for endless input).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the ids and counts as JSON."),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
-    """Push leads from JSON lines, in batches of up to 1,000."""
+    """Push leads from JSON lines, in calls of up to 1,000; every line checked first."""
     with one_line_errors():
-        pushed = Service(url, token).push(session, file)
+        pushed = Service(url, token).push(session, file, payloads=payloads, stream=stream)
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(pushed)))
         return
