@@ -11,10 +11,11 @@ assets need a token like everything else.
 
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
 configured) or the Host check (when not) → body limit → JSON bodies only →
-FastAPI. The lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and
-the maintenance services: boot recovery, sweeper, pruner) and stops it on
-shutdown; see ``app.api.runtime`` for how SIGTERM
-ends long polls at once.
+FastAPI, whose routes read every body through the front door
+(``app.api.front_door``: read whole, parsed once by ``app.api.body``). The
+lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and the
+maintenance services: boot recovery, sweeper, pruner) and stops it on
+shutdown; see ``app.api.runtime`` for how SIGTERM ends long polls at once.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from fastapi_offline import FastAPIOffline
 from app import __version__
 from app.api import links, problems, routes
 from app.api.auth import BearerAuth
-from app.api.fast import WorkerFastPath
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
 from app.api.runtime import Runtime
@@ -77,7 +77,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     guarded = [Security(bearer)] if tokens else []
     app.include_router(routes.router, dependencies=guarded)
     app.include_router(routes.probes)
-    app.add_middleware(WorkerFastPath, fastapi=app)  # innermost: every check below applies
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
 from app import metrics, overview, report, validation
+from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.runtime import Runtime
 from app.api.schemas import (
@@ -66,10 +67,11 @@ QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
 
-router = APIRouter()
+# Every route reads its body through the front door (one parser, one set of limits).
+router = APIRouter(route_class=FrontDoorRoute)
 # What any route that reads a JSON body may answer besides its own refusals.
 BODY_PROBLEMS = ("unsupported_media_type", "validation_error", "payload_too_large", "unavailable")
-probes = APIRouter(tags=["probes"])
+probes = APIRouter(tags=["probes"], route_class=FrontDoorRoute)
 
 # The shell may not be framed (clickjacking of its cancel and retry buttons).
 SHELL_HEADERS = {

@@ -51,6 +51,12 @@ class Conflict(LeaseqError):
     code = "conflict"
 
 
+class IncompleteBody(LeaseqError):
+    """The request body ended before its Content-Length (the client hung up); nothing was done."""
+
+    code = "incomplete_body"
+
+
 class Unavailable(LeaseqError):
     """The database is unavailable; try again shortly."""
 
@@ -94,6 +100,7 @@ BY_CODE: dict[str, type[LeaseqError]] = {
         NotFound,
         InvalidInput,
         Conflict,
+        IncompleteBody,
         Unavailable,
         Unauthorized,
         PayloadTooLarge,

@@ -32,6 +32,9 @@ MAX_ATTEMPTS = 10_000  # the largest max_attempts a lead may ask for
 # The deepest nesting of arrays and objects in a payload, result or checkpoint (the value
 # itself is level 1): deeper JSON is refused before anything is written.
 MAX_JSON_DEPTH = 64
+# The deepest nesting of a whole request body: such a value inside the envelope of a push or
+# a batch (the body, its list, an item). Deeper is refused before the body is parsed.
+MAX_BODY_DEPTH = MAX_JSON_DEPTH + 3
 # An Idempotency-Key header (push, lease): visible ASCII, as a UUID or any opaque id.
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,255}$"
 

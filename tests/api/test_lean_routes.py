@@ -1,4 +1,5 @@
-"""The workers' fast path answers exactly as the framework's routes do (app/api/fast.py)."""
+"""A route served by the front door's lean handler answers exactly as FastAPI's handler does
+(app/api/front_door.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
+from fastapi import routing as fastapi_routing
 
+from app.api import front_door
 from app.api.app import create_app
-from app.api.fast import ROUTES, WorkerFastPath
 from app.config import Settings
 from app.metrics import REGISTRY
 from tests.api.conftest import BASE_URL
@@ -38,18 +39,22 @@ def shape(value: Any) -> Any:
     return value
 
 
+WORKER_ROUTES = {"/lease", "/renew", "/renew/batch", "/complete", "/complete/batch"}
+
+
 @asynccontextmanager
 async def framework_only(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """The same app without its fast path: every request goes through FastAPI's routing."""
-    app = create_app(settings)
-    app.user_middleware = [m for m in app.user_middleware if m.cls is not WorkerFastPath]
+    """The same app without lean handlers: every route is FastAPI's handler (behind the door)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(front_door, "lean_handler", lambda route, framework: None)
+        app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
             yield client
 
 
-async def test_every_fast_route_answers_as_the_framework_does(
+async def test_every_worker_route_answers_as_the_framework_does(
     client: httpx.AsyncClient, api_settings: Settings
 ) -> None:
     await push(client, "s", *({"payload": {"same": True}} for _ in range(12)))
@@ -108,12 +113,12 @@ async def test_every_fast_route_answers_as_the_framework_does(
             return {"items": [*items, {"lead_id": 1, "token": "stale"}]}
 
         await both("/complete/batch", completions)
-    assert set(answers) == set(ROUTES)
+    assert set(answers) == WORKER_ROUTES
     assert answers["/complete"][1]["code"] == "lease_lost"  # the domain's error, as problem+json
     assert answers["/complete"][2]["code"] == "validation_error"  # the framework's refusal
 
 
-async def test_the_fast_path_keeps_the_latency_metric_per_route(client: httpx.AsyncClient) -> None:
+async def test_a_lean_route_keeps_the_latency_metric_per_route(client: httpx.AsyncClient) -> None:
     def observed() -> float:
         labels = {"method": "POST", "route": "/renew", "status": "409"}
         value = REGISTRY.get_sample_value("leaseq_request_duration_seconds_count", labels)
@@ -129,22 +134,20 @@ async def _value(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-async def test_only_what_the_fast_path_cannot_take_reaches_the_framework(
+async def test_the_worker_routes_skip_the_general_dependency_solver(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    routed: list[str] = []
-    handle = APIRoute.handle
+    solved: list[str] = []
+    solve = fastapi_routing.solve_dependencies
 
-    async def counting(self: APIRoute, scope: Any, receive: Any, send: Any) -> None:
-        routed.append(scope["path"])
-        await handle(self, scope, receive, send)
+    async def counting(*, request: Any, **kwargs: Any) -> Any:
+        solved.append(request.url.path)
+        return await solve(request=request, **kwargs)
 
-    monkeypatch.setattr(APIRoute, "handle", counting)
+    monkeypatch.setattr(fastapi_routing, "solve_dependencies", counting)
     assert (await client.post("/renew", json={"lead_id": 1, "token": "t"})).status_code == 409
     lease = {"session": "s", "owner": "w"}
     assert (await client.post("/lease", json=lease)).status_code == 200
-    assert routed == []
     assert (await client.post("/renew", json={"lead_id": "1", "token": "t"})).status_code == 422
     assert (await client.post("/lease", json=lease | {"wait_s": 0.1})).status_code == 200
-    assert (await client.get("/stats")).status_code == 200
-    assert routed == ["/renew", "/lease", "/stats"]
+    assert solved == []
