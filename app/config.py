@@ -18,6 +18,12 @@ DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
 
+# How long, and how much, an HTTP client may keep the service waiting on it
+# (``app.http_connections``; the head and body timeouts are settings below).
+FIRST_REQUEST_S = 10.0  # from connecting to the first byte of the first request
+MAX_HEAD_BYTES = 64 * 1024  # a request line and its headers; a larger head gets 431
+LINGER_S = 2.0  # after a last answer (408, 431), the client's late bytes are dropped this long
+
 
 def default_data_dir() -> Path:
     """Where the embedded PostgreSQL keeps its data when ``LEASEQ_DATA_DIR`` is unset."""
@@ -83,6 +89,24 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=10_000, ge=0)
     connect_timeout_s: int = Field(default=5, ge=1)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    head_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a request head (request line and headers) may take to arrive, from its "
+            "first byte; a slower one gets 408 and its connection is closed."
+        ),
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Seconds a request body may take to arrive, from the end of its head; a slower one "
+            "gets 408, the request is not run, and its connection is closed."
+        ),
+    )
     max_waiters: int = Field(
         default=1000, ge=0, description="Long-poll lease requests held at once per process."
     )

@@ -36,7 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import embedded, migrate
 from app.config import Settings
-from app.connections import BoundedIdle
+from app.http_connections import HttpConnection
 from app.metrics import MULTIPROC_ENV
 from app.pg import redacted
 from leaseq.errors import first_line
@@ -46,9 +46,6 @@ APP_FACTORY = "app.api.app:create_app"
 # Longer than the idle timeout of common load balancers (60 s), so the balancer,
 # not the service, closes idle connections: no 502 from reusing a closing one.
 KEEP_ALIVE_S = 65
-# The largest request head (request line and headers) h11 buffers; bodies are
-# bounded by the API's max_body_bytes.
-MAX_HEAD_BYTES = 64 * 1024
 # Connections beyond the long polls a process holds (Settings.max_waiters).
 CONNECTION_HEADROOM = 1000
 # File descriptors kept free for the database pool, the listener and logs.
@@ -266,9 +263,10 @@ def run(
             access_log=options.access_log,
             timeout_keep_alive=KEEP_ALIVE_S,
             timeout_graceful_shutdown=options.graceful_timeout_s,
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
             limit_concurrency=limit_concurrency(settings),
-            http=BoundedIdle,  # idle sockets give way to live requests (app.connections)
+            # Bounds every wait on a client, and gives way to live requests when full.
+            http=HttpConnection,
+            ws="none",  # no WebSocket route: an Upgrade header is an ordinary request
             server_header=False,
         )
     except KeyboardInterrupt:

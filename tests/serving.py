@@ -8,13 +8,16 @@ runs a CLI verb to completion. Every wait has a deadline.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +93,21 @@ def stop_postgres(data_dir: Path) -> None:
         time.sleep(0.05)
 
 
+@contextmanager
+def open_files(wanted: int) -> Iterator[None]:
+    """This process's open-file limit raised to ``wanted`` (a ``leaseq serve`` started
+    meanwhile inherits it), restored after; fails when the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            raise AssertionError(f"the open-file limit ({hard}) is below the {wanted} needed")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 class Service:
     """One ``leaseq serve`` process."""
 
@@ -111,6 +129,11 @@ class Service:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def open_file_limit(self) -> int:
+        """The served process's own (soft) open-file limit."""
+        soft, _ = resource.prlimit(self.pid, resource.RLIMIT_NOFILE)
+        return soft
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -144,6 +167,14 @@ class Service:
 
     def wait(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
         return self.process.wait(timeout_s)
+
+
+def waiting_lease(
+    pool: concurrent.futures.Executor, service: Service, session: str, wait_s: float
+) -> concurrent.futures.Future[httpx.Response]:
+    """A ``POST /lease`` sent from ``pool`` and waiting up to ``wait_s`` for work in ``session``."""
+    body = {"session": session, "owner": "w", "wait_s": wait_s}
+    return pool.submit(httpx.post, f"{service.url}/lease", json=body, timeout=wait_s + 30)
 
 
 class Services:

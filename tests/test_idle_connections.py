@@ -1,4 +1,4 @@
-"""Idle sockets cannot starve live requests (``app.connections``), on a real ``leaseq serve``.
+"""Idle sockets cannot starve live requests (``app.http_connections``), on a real ``leaseq serve``.
 
 2,100 idle connections used to fill uvicorn's connection limit, after which
 every live request got 503 at once.
@@ -7,7 +7,6 @@ every live request got 503 at once.
 from __future__ import annotations
 
 import concurrent.futures
-import resource
 import socket
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.serving import Service, Services
+from tests.serving import Service, Services, open_files, waiting_lease
 
 pytestmark = pytest.mark.service
 
@@ -25,14 +24,8 @@ IDLE = 2000
 @pytest.fixture
 def many_files() -> Iterator[None]:
     """Room for the idle sockets in this process (and the service it starts, which inherits)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = IDLE + 1000
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        if hard != resource.RLIM_INFINITY and hard < wanted:
-            pytest.fail(f"the open-file limit ({hard}) is below the {wanted} this test needs")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    yield
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open_files(IDLE + 1000):
+        yield
 
 
 @pytest.fixture
@@ -54,12 +47,7 @@ def test_a_live_request_is_answered_past_2000_idle_sockets(service: Service) -> 
         assert pushed.status_code == 201
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # A long poll in progress: busy, so never closed to make room.
-        waiting = pool.submit(
-            httpx.post,
-            f"{service.url}/lease",
-            json={"session": "empty", "owner": "w", "wait_s": 4},
-            timeout=20,
-        )
+        waiting = waiting_lease(pool, service, "empty", wait_s=4)
         time.sleep(0.3)
         idle = open_idle(service, IDLE)
         try:

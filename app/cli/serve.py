@@ -33,7 +33,8 @@ GRACEFUL_TIMEOUT_S = 10
         "Every flag can also be set by its LEASEQ_* variable; a flag wins over the variable. "
         "Tuning without flags: LEASEQ_POOL_SIZE, LEASEQ_POOL_TIMEOUT_S, "
         "LEASEQ_STATEMENT_TIMEOUT_MS, LEASEQ_CONNECT_TIMEOUT_S, LEASEQ_MAX_BODY_BYTES, "
-        "LEASEQ_MAX_WAITERS, LEASEQ_POLL_INTERVAL_S. Behind PgBouncer in transaction mode: "
+        "LEASEQ_MAX_WAITERS, LEASEQ_POLL_INTERVAL_S, LEASEQ_HEAD_TIMEOUT_S, "
+        "LEASEQ_BODY_TIMEOUT_S. Behind PgBouncer in transaction mode: "
         "LEASEQ_DATABASE_POOLED=true, with the direct URL as --listen-database-url."
     )
 )
