@@ -100,6 +100,23 @@ def test_a_body_arriving_too_slowly_answers_408_and_closes_but_a_long_poll_is_ke
     assert stats["queued"] == 0
 
 
+def test_a_whole_lease_whose_body_then_stalls_is_not_carried_out(service: Service) -> None:
+    """A body that is already a whole lease request, promised longer and then trickled: the
+    timeout ends it cut short, and the front door runs nothing (no lead leased, no attempt)."""
+    pushed = httpx.post(
+        f"{service.url}/sessions/slow-lease/leads", json={"leads": [{"payload": {}}]}
+    )
+    assert pushed.status_code == 201
+    whole = b'{"session": "slow-lease", "owner": "stalled"}'
+    with connect(service.port) as sock:
+        sock.sendall(head("POST", "/lease", length=len(whole) + 100) + whole)
+        timed_out(sock, b" ", "the request body did not arrive within 1 s")
+    stats = httpx.get(f"{service.url}/sessions/slow-lease/stats").json()
+    assert (stats["queued"], stats["leased"]) == (1, 0)
+    lead = httpx.get(f"{service.url}/leads/{pushed.json()['ids'][0]}").json()
+    assert (lead["status"], lead["attempts"], lead["owner"]) == ("queued", 0, None)
+
+
 # -- thousands of trickling connections ---------------------------------------
 
 
