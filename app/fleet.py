@@ -26,7 +26,11 @@ most every ``EMPTY_REFRESH_S``).
 Between reads a NOTIFY of work in a session adds it (``work_arrived``), and a
 lease that takes less than it asked takes the session out. A session whose cap
 or rate held a lease back is skipped until it may have room (its next token;
-``CAPPED_RETRY_S`` for a cap), never waited on.
+``CAPPED_RETRY_S`` for a cap), never waited on. A session whose lease statement
+fails on its own rows (``StatementFailed``: a database error that is not an
+outage) is skipped too, logged once per failure, and tried again after
+``FAILED_RETRY_S``: one session's rows never fail a lease of the others. An
+outage (``Unavailable``) is every session's, and goes to the caller.
 
 All of this is per API process, and only steers: fairness, never
 correctness. Every lease is the queue's guarded statement; a session the view
@@ -39,6 +43,7 @@ Knows nothing of HTTP.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable, Collection
@@ -46,12 +51,17 @@ from datetime import datetime
 from typing import Any
 
 from app import validation
+from app.pg import StatementFailed
 from app.queue import Leased, Queue
+from leaseq.errors import first_line
 from leaseq.model import Lease, SessionSettings
+
+log = logging.getLogger("leaseq.fleet")
 
 REFRESH_S = 1.0
 EMPTY_REFRESH_S = 0.1
 CAPPED_RETRY_S = 0.05
+FAILED_RETRY_S = 1.0  # a session whose lease statement failed is skipped this long
 TRIES = 3  # sessions tried by one request before the view is read again
 DEFAULT_WEIGHT = SessionSettings().weight
 
@@ -66,7 +76,9 @@ class Fleet:
         self._clocks: dict[str, float] = {}
         self._working: set[str] = set()  # the sessions believed to have a lead available now
         self._weights: dict[str, float] = {}  # those not of the default weight
-        self._held_until: dict[str, float] = {}  # sessions held back by a cap or a rate
+        self._settings: dict[str, SessionSettings] = {}  # every session's, as last read
+        self._held_until: dict[str, float] = {}  # held back by a cap, a rate or a failure
+        self._failed: dict[str, BaseException] = {}  # the last failure logged, per session
         self._read_at = -math.inf
         self._reading: asyncio.Future[None] | None = None
         self._arrived: set[str] = set()  # work notified while a read runs
@@ -117,6 +129,14 @@ class Fleet:
         self._weights = {
             name: s.weight for name, s in settings.items() if s.weight != DEFAULT_WEIGHT
         }
+        # A session whose settings changed is held back no longer: its new rate or cap (or
+        # the operator's repair) may let it lease now, however long its old rate said to wait.
+        changed = {
+            name
+            for name in settings.keys() | self._settings.keys()
+            if settings.get(name) != self._settings.get(name)
+        }
+        self._settings = settings
         fresh = set(available) | self._arrived
         self._working &= fresh
         for session in fresh:
@@ -128,7 +148,10 @@ class Fleet:
             for name, at in self._clocks.items()
             if name in self._working or at > self._virtual
         }
-        self._held_until = {name: t for name, t in self._held_until.items() if t > started}
+        self._held_until = {
+            name: t for name, t in self._held_until.items() if t > started and name not in changed
+        }
+        self._failed = {name: e for name, e in self._failed.items() if name in self._held_until}
         self._read_at = started
 
     # -- choosing and leasing ---------------------------------------------------
@@ -159,9 +182,10 @@ class Fleet:
         """Lease up to ``max`` leads of one of ``sessions`` (None: any session), the one furthest
         below its fair share; [] when none has any available now.
 
-        Raises InvalidInput for a bad session name, owner, max or ttl. With an
-        ``idempotency_key``, a retry gets the leases the first try took,
-        whichever session it chooses first.
+        Raises InvalidInput for a bad session name, owner, max or ttl, Unavailable in an
+        outage; a session whose statement fails otherwise is skipped (``_skip``). With an
+        ``idempotency_key``, a retry gets the leases the first try took, whichever session
+        it chooses first.
         """
         wanted = None if sessions is None else validation.lease_sessions(sessions)
         validation.owner(owner)
@@ -184,12 +208,29 @@ class Fleet:
                 if session is None:
                     break
                 tried.add(session)
-                leased = await self._lease_one(
-                    session, owner, max, ttl_s, idempotency_key, request, now
-                )
+                try:
+                    leased = await self._lease_one(
+                        session, owner, max, ttl_s, idempotency_key, request, now
+                    )
+                except StatementFailed as exc:
+                    self._skip(session, exc)
+                    continue
                 if leased.leases:
                     return leased.leases
         return []
+
+    def _skip(self, session: str, exc: BaseException) -> None:
+        """``session``'s lease statement failed on its own rows: skip it for FAILED_RETRY_S,
+        and log the failure once (the callers of one grouped statement share its error)."""
+        self._held_until[session] = self._clock() + FAILED_RETRY_S
+        if self._failed.get(session) is not exc:
+            self._failed[session] = exc
+            log.error(
+                "session %s skipped by a lease across sessions: its lease failed: %s: %s",
+                session,
+                type(exc).__name__,
+                first_line(exc),
+            )
 
     def _give_back(self, session: str, share: float) -> None:
         """Take back a reservation a lease did not use (unless a read forgot the session)."""

@@ -318,6 +318,10 @@ class Database:
 
 # A lost connection, whatever the statement: an outage, a restart, a timeout.
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+# A database error that ``Database.run`` lets through: not an outage (those it raises as
+# Unavailable) but the statement's own failure (a value out of range, a constraint, an
+# exception raised in SQL), which the same statement meets again on the same rows.
+StatementFailed = psycopg.Error
 # What PgBouncer answers a connection that carries startup options (statement_timeout).
 _STARTUP_REFUSED = "unsupported startup parameter"
 

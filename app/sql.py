@@ -14,7 +14,8 @@ Rules that hold for every statement here:
   bound parameters, written ``%(name)s`` as psycopg takes them (a literal
   ``%`` is ``%%``). Nothing is compiled: the text here is what PostgreSQL gets.
 
-Knows nothing of HTTP; imports nothing of ``app`` but the model's statuses.
+Knows nothing of HTTP; imports nothing of ``app``, only the model's statuses and the wire's
+limits.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
+from leaseq.limits import (
+    MAX_BURST,
+    MAX_RATE_PER_S,
+    MAX_WEIGHT,
+    MIN_BURST,
+    MIN_RATE_PER_S,
+    MIN_WEIGHT,
+)
 from leaseq.model import FINAL_STATUSES
 
 NOW = "coalesce(%(now)s::timestamptz, now())"
@@ -784,9 +793,8 @@ GROUP BY 1, 2
 @cache
 def expiring() -> str:
     """The leases that end soonest (index ``leads_leased_expiry``)."""
-    return """
-SELECT id, session, owner, attempts,
-       extract(epoch FROM lease_expires_at - now()) AS expires_in_s
+    return f"""
+SELECT id, session, owner, attempts, {_seconds_between("now()", "lease_expires_at")} AS expires_in_s
 FROM leads WHERE status = 'leased'
 ORDER BY lease_expires_at LIMIT %(limit)s
 """
@@ -810,6 +818,33 @@ LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
 # leases of one session are stamped in the order they took the lock.
 LOCKED_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
 SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst"
+# The longest span of time a statement works with, in seconds (about 31,700 years): any two
+# finite timestamps are closer; only an infinite one, written by hand, is further.
+MAX_SPAN_S = 1e12
+
+
+def _within(column: str, low: float, high: float) -> str:
+    """``column`` held to [``low``, ``high``], NULL kept as NULL (``least`` and ``greatest``
+    alone skip NULLs). NaN, which PostgreSQL orders above every number, reads as ``high``."""
+    return f"CASE WHEN {column} IS NOT NULL THEN least(greatest({column}, {low!r}), {high!r}) END"
+
+
+# The settings as every statement reads them: each held to its range (``leaseq.limits``), so
+# a row stored before the ranges, or written by hand, reads and leases as the nearest
+# setting the API accepts, never as arithmetic that fails. max_leased is an integer >= 0.
+SETTINGS = (
+    f"{_within('weight', MIN_WEIGHT, MAX_WEIGHT)} AS weight, max_leased, "
+    f"{_within('rate_per_s', MIN_RATE_PER_S, MAX_RATE_PER_S)} AS rate_per_s, "
+    f"{_within('burst', MIN_BURST, MAX_BURST)} AS burst"
+)
+
+
+def _seconds_between(earlier: str, later: str) -> str:
+    """Seconds from ``earlier`` to ``later`` (SQL timestamps), held to ±MAX_SPAN_S: taken from
+    their epochs (numeric, where an infinite timestamp is an infinite number instead of the
+    error of subtracting it), so no timestamp a row holds can fail the statement."""
+    span = f"extract(epoch FROM {later}) - extract(epoch FROM {earlier})"
+    return f"({_within(span, -MAX_SPAN_S, MAX_SPAN_S)})::float8"
 
 
 def _oldest_available(session: str) -> str:
@@ -826,8 +861,7 @@ def _oldest_available(session: str) -> str:
 def _age(since: str) -> str:
     """Seconds from ``since`` (a column) to now on the database clock: never below 0, and NULL
     for NULL (which ``greatest`` alone would turn into 0)."""
-    seconds = f"greatest(0, extract(epoch FROM {NOW} - {since}))::float8"
-    return f"CASE WHEN {since} IS NOT NULL THEN {seconds} END"
+    return f"CASE WHEN {since} IS NOT NULL THEN greatest(0, {_seconds_between(since, NOW)}) END"
 
 
 @cache
@@ -847,13 +881,13 @@ WHERE o.at IS NOT NULL
 @cache
 def settings_get() -> str:
     """One session's settings; no row: the defaults."""
-    return f"SELECT {SETTINGS_COLUMNS} FROM session_settings WHERE session = %(session)s"
+    return f"SELECT {SETTINGS} FROM session_settings WHERE session = %(session)s"
 
 
 @cache
 def settings_all() -> str:
     """Every session's settings that an operator set (a small table: one row per such session)."""
-    return f"SELECT session, {SETTINGS_COLUMNS} FROM session_settings ORDER BY session"
+    return f"SELECT session, {SETTINGS} FROM session_settings ORDER BY session"
 
 
 @cache
@@ -889,7 +923,7 @@ ON CONFLICT (session) DO UPDATE SET
     refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                        THEN s.refilled_at END,
     updated_at = {NOW}
-RETURNING {SETTINGS_COLUMNS}
+RETURNING {SETTINGS}
 """
 
 
@@ -917,20 +951,31 @@ def lease_limited(ledger: bool) -> str:
     return _lease(
         ledger,
         now=LOCKED_NOW,
-        before=f"""settings AS (
-    SELECT max_leased, rate_per_s, coalesce(burst, greatest(1, ceil(rate_per_s))) AS burst,
-           tokens, refilled_at
-    FROM session_settings WHERE session = %(session)s
+        before=f"""stored AS (
+    SELECT {SETTINGS}, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+),
+settings AS (
+    SELECT max_leased, rate_per_s,
+           coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
+           greatest(0, {_seconds_between("refilled_at", LOCKED_NOW)}) AS elapsed_s
+    FROM stored
 ),
 bucket AS (
-    SELECT least(burst, coalesce(tokens + rate_per_s * extract(epoch FROM greatest(
-               interval '0', {LOCKED_NOW} - refilled_at)), burst)) AS tokens
+    -- Full until first drawn. Else its level held to [0, burst] (NaN: full), refilled for
+    -- the time since it was drawn, but never for more than twice the time it takes to fill
+    -- (a longer quiet time fills it all the same): with the settings in their ranges every
+    -- term lies within [0, 2 * burst], and a refill above 0 is at least rate * 1 µs (1e-12),
+    -- so double precision carries each one, with no overflow and no underflow.
+    SELECT CASE WHEN tokens IS NULL THEN burst
+                ELSE least(burst, least(greatest(tokens, 0), burst)
+                                  + rate_per_s * least(elapsed_s, 2 * burst / rate_per_s))
+           END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
 room AS (
-    SELECT (SELECT max_leased FROM settings) - (
+    SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
-        WHERE session = %(session)s AND status = 'leased')::int AS n
+        WHERE session = %(session)s AND status = 'leased')::bigint AS n
 ),
 allowance AS (
     SELECT greatest(0, least(%(max)s, (SELECT n FROM room), (SELECT floor(tokens) FROM bucket)))

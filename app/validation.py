@@ -16,6 +16,7 @@ from leaseq.errors import InvalidInput
 from leaseq.limits import (
     INT32_MAX,
     INT64_MAX,
+    MAX_BURST,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
     MAX_JSON_DEPTH,
@@ -27,6 +28,9 @@ from leaseq.limits import (
     MAX_TOKEN_CHARS,
     MAX_TTL_S,
     MAX_WEIGHT,
+    MIN_BURST,
+    MIN_RATE_PER_S,
+    MIN_WEIGHT,
     SESSION_PATTERN,
 )
 from leaseq.model import FINAL_STATUSES, SessionSettings
@@ -219,14 +223,15 @@ def item_batch(items: Any) -> None:
 
 
 def session_settings(value: SessionSettings) -> None:
-    """A session's settings: a positive weight, and each limit absent (None) or in range."""
-    number("weight", value.weight, low=0, high=MAX_WEIGHT, low_inclusive=False)
+    """A session's settings: a weight, and each limit absent (None) or in its range
+    (``leaseq.limits``: what the lease statements' arithmetic carries)."""
+    number("weight", value.weight, low=MIN_WEIGHT, high=MAX_WEIGHT)
     if value.max_leased is not None:
         integer("max_leased", value.max_leased, low=0, high=INT32_MAX)
     if value.rate_per_s is not None:
-        number("rate_per_s", value.rate_per_s, low=0, high=MAX_RATE_PER_S, low_inclusive=False)
+        number("rate_per_s", value.rate_per_s, low=MIN_RATE_PER_S, high=MAX_RATE_PER_S)
     if value.burst is not None:
-        integer("burst", value.burst, low=1, high=INT32_MAX)
+        integer("burst", value.burst, low=MIN_BURST, high=MAX_BURST)
         if value.rate_per_s is None:
             raise InvalidInput("burst", "needs rate_per_s: it is the size of the rate's bucket")
 

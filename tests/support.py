@@ -47,3 +47,36 @@ async def row(db: Database, lead_id: int) -> dict[str, Any]:
     """The raw leads row, lease_token included."""
     [found] = await fetch(db, "SELECT * FROM leads WHERE id = %(id)s", id=lead_id)
     return found
+
+
+# Ways to make one session's lease statement fail on its own rows, written in SQL (bypassing
+# the API), as rows of an older version or an operator's hand could: every update of its
+# settings row raises what an underflow in the bucket's arithmetic raised (SQLSTATE 22003),
+# or its lead's attempt counter is at the end of its integer (the next lease overflows it).
+UNSERVABLE = {
+    "settings": """
+CREATE OR REPLACE FUNCTION unservable() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'value out of range: underflow' USING ERRCODE = 'numeric_value_out_of_range';
+END $$;
+CREATE TRIGGER "unservable {session}" BEFORE UPDATE ON session_settings FOR EACH ROW
+WHEN (OLD.session = '{session}') EXECUTE FUNCTION unservable();
+""",
+    "lead": "UPDATE leads SET attempts = 2147483647 WHERE session = '{session}'",
+}
+# The database's connection lost in the middle of one session's lease (an outage, not that
+# session's rows): its backend ends itself as the lease updates a lead of that session.
+CONNECTION_LOST = """
+CREATE OR REPLACE FUNCTION connection_lost() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_terminate_backend(pg_backend_pid());
+    RETURN NEW;
+END $$;
+CREATE TRIGGER "connection lost {session}" BEFORE UPDATE ON leads FOR EACH ROW
+WHEN (OLD.session = '{session}') EXECUTE FUNCTION connection_lost();
+"""
+
+
+def unservable(how: str, session: str) -> str:
+    """The SQL that makes ``session``'s lease fail (``UNSERVABLE[how]``); a test's own name."""
+    return UNSERVABLE[how].format(session=session)

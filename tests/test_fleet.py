@@ -7,17 +7,20 @@ one lease (the clocks move in whole leases).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from app.fleet import Fleet
-from app.pg import Database
-from app.queue import Queue
-from leaseq.errors import InvalidInput
+from app.fleet import FAILED_RETRY_S, Fleet
+from app.pg import Database, StatementFailed
+from app.queue import Leased, Queue
+from leaseq.errors import InvalidInput, Unavailable
+from leaseq.limits import MIN_RATE_PER_S
 from leaseq.model import NewLead, SessionSettings
-from tests.support import T0
+from tests.support import CONNECTION_LOST, T0, UNSERVABLE, at, unservable
 
 
 async def fill(queue: Queue, backlogs: dict[str, int]) -> None:
@@ -154,3 +157,120 @@ async def test_bad_input_is_refused_before_anything_is_leased(
     with pytest.raises(InvalidInput):
         await Fleet(queue).lease(sessions, owner, max=max_, now=T0)
     assert (await queue.stats("ok")).queued == 3
+
+
+class Clock:
+    """A monotonic clock moved by hand (the fleet's holds and reads are timed on it)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def skips(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "leaseq.fleet"]
+
+
+async def test_a_session_held_back_by_its_rate_is_tried_again_once_its_settings_change(
+    queue: Queue,
+) -> None:
+    """The slowest rate holds a session back for a million seconds after its burst; a new
+    rate, seen at the fleet's next read of the view, lets it lease again at once."""
+    await fill(queue, {"slow": 10})
+    await queue.put_settings("slow", SessionSettings(rate_per_s=MIN_RATE_PER_S))
+    clock = Clock()
+    fleet = Fleet(queue, clock=clock)
+    assert await shares(fleet, 3, ["slow"]) == {"slow": 1}  # its burst of one, then held
+    clock.t += 2.0
+    await fleet.read()
+    assert await fleet.lease(["slow"], "w", now=at(1)) == []  # settings unchanged: held
+    await queue.put_settings("slow", SessionSettings(rate_per_s=1000))
+    await fleet.read()
+    assert len(await fleet.lease(["slow"], "w", max=5, now=at(1))) == 5
+
+
+@pytest.mark.parametrize("how", sorted(UNSERVABLE))
+async def test_a_session_whose_lease_fails_is_skipped_logged_and_the_others_lease(
+    db: Database, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """One session's rows fail its lease statement (written in SQL, bypassing the API): a
+    lease across sessions skips it, logs the failure once, and serves the others; after
+    FAILED_RETRY_S it is tried (and logged) again, and once repaired it leases again."""
+    queue = Queue(db)
+    await fill(queue, {"broken": 5, "ok-a": 20, "ok-b": 20})
+    await queue.put_settings("broken", SessionSettings(rate_per_s=100, burst=100))
+    await db.rows(unservable(how, "broken"))
+    clock = Clock()
+    fleet = Fleet(queue, clock=clock)
+    with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
+        got = await shares(fleet, 20)
+        assert got == {"ok-a": 10, "ok-b": 10}
+        [logged] = skips(caplog)  # one failure, one line: skipped after it, not tried again
+        assert "broken" in logged and "NumericValueOutOfRange" in logged, logged
+        assert (await queue.stats("broken")).queued == 5  # nothing of it leased
+
+        clock.t += FAILED_RETRY_S
+        assert sum((await shares(fleet, 4)).values()) == 4
+        assert len(skips(caplog)) == 2  # tried again, failed again: logged again
+
+        await db.rows(
+            'DROP TRIGGER IF EXISTS "unservable broken" ON session_settings;'
+            "UPDATE leads SET attempts = 0 WHERE session = 'broken'"
+        )
+        clock.t += FAILED_RETRY_S
+        assert (await shares(fleet, 1)) == {"broken": 1}  # furthest behind: it goes first
+    assert len(skips(caplog)) == 2
+
+
+async def test_a_session_that_fails_during_concurrent_leases_costs_the_others_nothing(
+    db: Database, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 leases across sessions at once, while one session's statement fails (the callers
+    of one grouped statement share its failure): every lease answers, the others' leads each
+    go once, and each failure is logged once, not once per caller that met it."""
+    queue = Queue(db)
+    await fill(queue, {"broken": 50, "ok-a": 200, "ok-b": 200})
+    await db.rows(unservable("lead", "broken"))
+    met: list[BaseException] = []  # the failures each caller met (kept: ids stay unique)
+    lease_from = queue.lease_from
+
+    async def noted(*args: Any, **kwargs: Any) -> Leased:
+        try:
+            return await lease_from(*args, **kwargs)
+        except StatementFailed as exc:
+            met.append(exc)
+            raise
+
+    monkeypatch.setattr(queue, "lease_from", noted)
+    fleet = Fleet(queue)
+    seen: list[int] = []
+
+    async def leaser() -> None:
+        for _ in range(10):
+            seen.extend(x.lead.id for x in await fleet.lease(None, "w", ttl_s=600, now=T0))
+
+    with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
+        async with asyncio.timeout(60):
+            await asyncio.gather(*(leaser() for _ in range(16)))
+    assert len(seen) == len(set(seen)) == 160
+    assert (await queue.stats("broken")).queued == 50
+    logged = skips(caplog)
+    assert met and len(logged) == len({id(exc) for exc in met}), (len(met), logged)
+    assert all("broken" in line for line in logged), logged
+
+
+async def test_an_outage_in_a_sessions_lease_is_unavailable_not_skipped(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection lost in the middle of one session's lease is an outage: the lease
+    across sessions raises Unavailable (503 over HTTP) rather than skip it as unservable."""
+    queue = Queue(db)
+    await fill(queue, {"dying": 3})
+    await db.rows(CONNECTION_LOST.format(session="dying"))
+    fleet = Fleet(queue)
+    with caplog.at_level(logging.ERROR, logger="leaseq.fleet"), pytest.raises(Unavailable):
+        await fleet.lease(["dying"], "w", now=T0)
+    assert skips(caplog) == []
+    assert (await queue.stats("dying")).queued == 3

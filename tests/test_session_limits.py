@@ -7,15 +7,25 @@ no test sleeps.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from datetime import timedelta
 
 import pytest
 
-from app import sql
+from app import overview, sql
 from app.config import Settings
+from app.fleet import Fleet
 from app.pg import Database
 from app.queue import Queue
 from leaseq.errors import InvalidInput, LeaseLost
+from leaseq.limits import (
+    MAX_BURST,
+    MAX_RATE_PER_S,
+    MAX_WEIGHT,
+    MIN_RATE_PER_S,
+    MIN_WEIGHT,
+)
 from leaseq.model import NewLead, RenewItem, SessionSettings
 from tests.support import T0, at, leads
 
@@ -51,6 +61,16 @@ async def test_settings_default_until_set_and_a_put_replaces_them_all(queue: Que
         SessionSettings(rate_per_s=float("nan")),
         SessionSettings(rate_per_s=1, burst=0),
         SessionSettings(burst=3),
+        # Beyond the ranges the bucket's arithmetic carries (leaseq.limits).
+        SessionSettings(weight=MIN_WEIGHT / 2),
+        SessionSettings(weight=5e-324),
+        SessionSettings(weight=math.nextafter(MAX_WEIGHT, math.inf)),
+        SessionSettings(rate_per_s=MIN_RATE_PER_S / 2),
+        SessionSettings(rate_per_s=5e-324),
+        SessionSettings(rate_per_s=math.nextafter(MAX_RATE_PER_S, math.inf)),
+        SessionSettings(rate_per_s=float("inf")),
+        SessionSettings(rate_per_s=1, burst=MAX_BURST + 1),
+        SessionSettings(rate_per_s=1, burst=2**31 - 1),
     ],
 )
 async def test_bad_settings_are_refused_and_nothing_changes(
@@ -280,3 +300,35 @@ async def test_the_oldest_available_age_is_judged_on_the_database_clock(queue: Q
     again = await queue.stats("s", now=now + timedelta(seconds=53))
     assert again.oldest_available_age_s == 23  # the delayed one, due at 30, is older
     assert b.lead.id
+
+
+async def test_lead_times_written_by_hand_fail_no_statement_across_sessions(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Infinite timestamps written in SQL into one session's leads (its oldest available
+    lead at '-infinity', another's lease expiring at 'infinity') reach every statement across
+    sessions: the stats, the fleet's view, the dashboard's data all still answer (an age
+    beyond any finite one reads as sql.MAX_SPAN_S), and a lease across sessions serves the
+    others (a lead that cannot be read back skips its session)."""
+    queue = Queue(db)
+    await queue.push("ancient", leads(2))
+    await queue.push("forever", leads(2))
+    await queue.push("ok", leads(3))
+    [held_on] = await queue.lease_next("forever", "w")
+    await db.rows("UPDATE leads SET available_at = '-infinity' WHERE session = 'ancient'")
+    await db.rows(
+        "UPDATE leads SET lease_expires_at = 'infinity' WHERE id = %(id)s",
+        {"id": held_on.lead.id},
+    )
+    every = await queue.stats_all()
+    assert every.sessions["ancient"].oldest_available_age_s == sql.MAX_SPAN_S
+    assert every.total.oldest_available_age_s == sql.MAX_SPAN_S
+    assert (await queue.available())["ok"] >= 0
+    snapshot = await overview.snapshot(queue)
+    [expiring] = snapshot.expiring
+    assert (expiring.lead_id, expiring.expires_in_s) == (held_on.lead.id, sql.MAX_SPAN_S)
+    with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
+        fleet = Fleet(queue)
+        got = [x.lead.session for _ in range(6) for x in await fleet.lease(None, "w")]
+    assert sorted(got) == ["forever", "ok", "ok", "ok"]
+    assert any("ancient" in r.getMessage() for r in caplog.records), caplog.records

@@ -33,6 +33,7 @@ from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
     MAX_ATTEMPTS,
+    MAX_BURST,
     MAX_DELAY_S,
     MAX_ERROR_CHARS,
     MAX_ITEM_BATCH,
@@ -47,7 +48,10 @@ from leaseq.limits import (
     MAX_TTL_S,
     MAX_WAIT_S,
     MAX_WEIGHT,
+    MIN_BURST,
+    MIN_RATE_PER_S,
     MIN_TTL_S,
+    MIN_WEIGHT,
     SESSION_PATTERN,
 )
 from leaseq.model import (
@@ -476,7 +480,7 @@ class SettingsIn(Body):
 
     weight: float = Field(
         SessionSettings().weight,
-        gt=0,
+        ge=MIN_WEIGHT,
         le=MAX_WEIGHT,
         description="Its share of the leases of a lease across sessions, against the other "
         "sessions with work.",
@@ -490,15 +494,15 @@ class SettingsIn(Body):
     )
     rate_per_s: float | None = Field(
         None,
-        gt=0,
+        ge=MIN_RATE_PER_S,
         le=MAX_RATE_PER_S,
         description="Leases granted per second at most (a token bucket on the database "
         "clock); null: no rate.",
     )
     burst: int | None = Field(
         None,
-        ge=1,
-        le=INT32_MAX,
+        ge=MIN_BURST,
+        le=MAX_BURST,
         description="The bucket's size: leases granted at once after a quiet time; null: "
         "one second's worth (at least 1). Needs rate_per_s.",
     )

@@ -8,10 +8,15 @@ from collections import Counter
 from typing import Any
 
 import httpx
+import psycopg
+import pytest
 
+from app.pg import libpq_url
 from tests.api import shapes
-from tests.api.conftest import listening, waiters
+from tests.api.conftest import listening, until, waiters
 from tests.api.test_metrics import samples, value
+from tests.serving import Service
+from tests.support import CONNECTION_LOST, UNSERVABLE, unservable
 
 SETTINGS = {"weight": 1.0, "max_leased": None, "rate_per_s": None, "burst": None}
 
@@ -182,3 +187,77 @@ async def test_the_scaling_signal_moves(client: httpx.AsyncClient) -> None:
     found = samples((await client.get("/metrics")).text)
     assert age() == 0
     assert (await client.get("/sessions/scale/stats")).json()["oldest_available_age_s"] is None
+
+
+def run_sql(database_url: str, statement: str) -> None:
+    """SQL straight to the database, bypassing the API (as an older version or a hand)."""
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(statement.encode())
+
+
+async def test_bad_settings_beyond_the_ranges_are_refused(client: httpx.AsyncClient) -> None:
+    full = {"weight": 2.0, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
+    assert (await client.put("/sessions/r/settings", json=full)).status_code == 200
+    for bad in (
+        {"weight": 1e-7},
+        {"weight": 1e7},
+        {"rate_per_s": 5e-324},
+        {"rate_per_s": 1e-7},
+        {"rate_per_s": 2e6},
+        {"rate_per_s": 1, "burst": 1_000_001},
+    ):
+        refused = await client.put("/sessions/r/settings", json=bad)
+        shapes.problem(refused, 422, "validation_error")
+        assert (await client.get("/sessions/r/settings")).json() == full
+    edges = {"weight": 1e-6, "max_leased": 0, "rate_per_s": 1e-6, "burst": 1_000_000}
+    assert (await client.put("/sessions/r/settings", json=edges)).json() == edges
+
+
+@pytest.mark.parametrize("how", sorted(UNSERVABLE))
+async def test_a_lease_across_sessions_skips_a_session_it_cannot_serve(
+    client: httpx.AsyncClient, database_url: str, how: str
+) -> None:
+    """A session whose lease statement fails on its own rows (made so in SQL) costs the
+    others nothing: every lease across sessions answers 200, from the others."""
+    await push(client, "broken", 5)
+    await push(client, "fine", 30)
+    await client.put("/sessions/broken/settings", json={"rate_per_s": 100, "burst": 100})
+    run_sql(database_url, unservable(how, "broken"))
+    got: Counter[str] = Counter()
+    for body in ({"sessions": ["broken", "fine"]}, {}):
+        for _ in range(10):
+            for leased in await lease(client, **body):
+                got[leased["lead"]["session"]] += 1
+    assert got == {"fine": 20}
+    assert (await client.get("/sessions/broken/stats")).json()["queued"] == 5
+
+
+async def test_an_outage_in_one_sessions_lease_answers_503(
+    client: httpx.AsyncClient, database_url: str
+) -> None:
+    await push(client, "dying", 2)
+    run_sql(database_url, CONNECTION_LOST.format(session="dying"))
+    for body in ({"sessions": ["dying"]}, {"session": "dying"}):
+        answer = await client.post("/lease", json={"owner": "w", **body})
+        shapes.problem(answer, 503, "unavailable")
+
+
+async def test_a_served_lease_across_sessions_skips_and_logs_a_session_it_cannot_serve(
+    service: Service, db_url: str
+) -> None:
+    """The same through a real ``leaseq serve``: leases from the other sessions, never a
+    500, and the service's log names the session skipped and its error."""
+    async with httpx.AsyncClient(base_url=service.url, timeout=15) as served:
+        await push(served, "served-broken", 5)
+        await push(served, "served-fine", 20)
+        put = await served.put("/sessions/served-broken/settings", json={"rate_per_s": 50})
+        assert put.status_code == 200, put.text
+        run_sql(db_url, unservable("settings", "served-broken"))
+        got: Counter[str] = Counter()
+        for _ in range(10):
+            for leased in await lease(served, sessions=["served-broken", "served-fine"]):
+                got[leased["lead"]["session"]] += 1
+        assert got == {"served-fine": 10}
+    await until(lambda: "served-broken" in service.log())
+    lines = [line for line in service.log().splitlines() if "served-broken" in line]
+    assert lines and all("skipped" in x and "NumericValueOutOfRange" in x for x in lines), lines

@@ -17,6 +17,12 @@ A body over the size limit gets 413, which is a refusal like 422. A valid
 ``Idempotency-Key`` the generator drew is made unique: it draws few distinct
 keys, and the same key with another body is refused by design (422,
 tests/test_idempotency.py).
+
+Sessions cannot hurt each other: before the endpoints are fuzzed, generated settings
+(``PUT /sessions/{session}/settings``, valid and not) and settings rows written
+straight into the same database (as an older version or a hand could: denormals, NaN,
+infinities) each get work, and leases across sessions (named, and any session) follow
+each one; every such lease answers 200. The endpoints' fuzzing then meets those rows too.
 """
 
 from __future__ import annotations
@@ -44,14 +50,23 @@ from app.api.app import create_app
 from app.config import Settings
 from app.pg import libpq_url
 from leaseq._wire import IDEMPOTENCY_HEADER
-from leaseq.limits import IDEMPOTENCY_KEY_PATTERN
+from leaseq.limits import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN
 from tests.conftest import _admin, with_database
 from tests.serving import Service, Services
+from tests.test_settings_ranges import RAW
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 MAX_EXAMPLES = 25
 STATEFUL_EXAMPLES = 40
+# Each generated run: small and derandomized, so CI is stable and quick.
+EXAMPLES = settings(
+    max_examples=MAX_EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 MAX_BODY_BYTES: int = Settings.model_fields["max_body_bytes"].default
 MAX_WAIT_S = 0.2
 
@@ -125,18 +140,81 @@ def _cap_wait(lease: Any) -> None:
         lease["wait_s"] = MAX_WAIT_S
 
 
+SETTINGS_PUT = OPERATIONS["PUT /sessions/{session}/settings"]
+STEADY = "fuzz-steady"  # a session without limits, with work all along
+
+
+def _leases_across_sessions(http: httpx.Client, session: str | None, got: Counter[str]) -> None:
+    """Work in ``session`` (a valid name), then leases across it and another, and across
+    any session: each answers 200, whatever that session's settings hold; ``got`` counts
+    the sessions leased from."""
+    named = [STEADY]
+    if session is not None and re.fullmatch(SESSION_PATTERN, session):
+        pushed = http.post(f"/sessions/{session}/leads", json={"leads": [{"payload": {}}]})
+        assert pushed.status_code == 201, pushed.text
+        named.append(session)
+    pushed = http.post(f"/sessions/{STEADY}/leads", json={"leads": [{"payload": {}}] * 2})
+    assert pushed.status_code == 201, pushed.text
+    for body in ({"sessions": named}, {}):
+        answer = http.post("/lease", json={"owner": "fuzz", **body})
+        assert answer.status_code == 200, (body, answer.status_code, answer.text)
+        got.update(lease["lead"]["session"] for lease in answer.json()["leases"])
+
+
+@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda mode: mode.value)
+def test_settings_of_its_own_then_leases_across_sessions(
+    fuzz_service: Service, mode: GenerationMode
+) -> None:
+    """Generated settings, stored or refused (each answer checked as every endpoint's),
+    then leases across sessions in the same database as every other request."""
+    got: Counter[str] = Counter()
+
+    @given(case=SETTINGS_PUT.as_strategy(generation_mode=mode))
+    @EXAMPLES
+    def check(case: Any) -> None:
+        _answers_well(case, case.call(base_url=fuzz_service.url, timeout=15))
+        with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+            _leases_across_sessions(http, (case.path_parameters or {}).get("session"), got)
+
+    check()
+    assert got[STEADY] and set(got) - {STEADY}, got  # the generated sessions were leased too
+
+
+def test_settings_rows_written_in_sql_then_leases_across_sessions(
+    fuzz_service: Service, fuzz_database: str
+) -> None:
+    """Settings rows beyond the API's ranges, written straight into the database (as by an
+    older version or a hand), then leases across sessions: never a 5xx."""
+    got: Counter[str] = Counter()
+
+    @given(raw=RAW)
+    @EXAMPLES
+    def check(raw: dict[str, Any]) -> None:
+        session = f"fuzz-raw-{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(libpq_url(fuzz_database), autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO session_settings"
+                " (session, weight, max_leased, rate_per_s, burst, tokens, refilled_at)"
+                " VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s,"
+                " %(tokens)s, %(refilled_at)s::timestamptz)",
+                {**raw, "session": session},
+            )
+        with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+            _leases_across_sessions(http, session, got)
+            for path in (f"/sessions/{session}/settings", "/stats", "/dashboard/data"):
+                answer = http.get(path)
+                assert answer.status_code == 200, (path, answer.text)
+
+    check()
+    assert any(name.startswith("fuzz-raw-") for name in got), got  # the rows were leased too
+
+
 @pytest.mark.parametrize(("label", "mode"), CASES, ids=[f"{lb} {m.value}" for lb, m in CASES])
 def test_every_endpoint(fuzz_service: Service, label: str, mode: GenerationMode) -> None:
     operation = OPERATIONS[label]
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(
-        max_examples=MAX_EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @EXAMPLES
     def check(case: Any) -> None:
         _capped(case)
         _answers_well(case, case.call(base_url=fuzz_service.url, timeout=15))

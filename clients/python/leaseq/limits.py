@@ -15,9 +15,17 @@ DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_ITEM_BATCH = 100  # items in one /renew/batch or /complete/batch
 MAX_LEASE_BATCH = 100  # `max` of one POST /lease
 MAX_LEASE_SESSIONS = 1000  # names in the `sessions` of one POST /lease
-# A session's settings (PUT /sessions/{session}/settings).
+# A session's settings (PUT /sessions/{session}/settings), each from its lowest to its
+# highest: ranges within which the service's token bucket arithmetic (in double precision,
+# in SQL) never overflows or underflows. A rate of 1e-6/s is a lease every 11.6 days; a rate
+# or a burst of a million leases is more than one session is granted. max_leased is 0 to
+# INT32_MAX (a PostgreSQL integer).
+MIN_WEIGHT = 1e-6
 MAX_WEIGHT = 1_000_000.0
+MIN_RATE_PER_S = 1e-6
 MAX_RATE_PER_S = 1_000_000.0
+MIN_BURST = 1
+MAX_BURST = 1_000_000
 
 MIN_TTL_S = 1.0  # the API's smallest lease (the queue itself takes any ttl > 0)
 MAX_TTL_S = 3600.0

@@ -189,7 +189,7 @@ class SessionSettings:
     ``max_leased``: at most this many of its leads leased at once (0 holds it
     back entirely); ``rate_per_s`` with ``burst``: a token bucket on the
     leases it is granted (``burst`` None: one second's worth, at least 1).
-    None is no limit.
+    None is no limit. Each has its range in ``leaseq.limits``.
     """
 
     weight: float = 1.0
