@@ -21,7 +21,10 @@ push or lease with an idempotency key runs in a transaction with its key
 Group commit (``app.group_commit``, on unless ``group_commit=False``): renewals,
 completions and plain leases of one session that arrive while a statement of
 their kind runs go together as the next one; each caller still gets its own
-answer, checked on its own before it joins.
+answer, checked on its own before it joins. A grouped renewal or completion skips
+the rows another transaction holds; their callers send those items again alone,
+waiting for the row (one more round trip, for them only), so a lead locked from
+outside holds up no caller but its own.
 
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
@@ -31,6 +34,7 @@ Knows nothing of HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -69,6 +73,10 @@ SETTINGS_LOCK_TIMEOUT = "2s"
 # Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
 # that do not fit go in the next group.
 MAX_GROUP_ITEMS = 1000
+# At most this share of the pool's connections waits on rows another transaction holds (the
+# renewals and completions sent again alone); the rest of those callers wait for a turn
+# without a connection, so many held rows cannot take the pool from everyone else.
+HELD_ROWS_POOL_SHARE = 4
 
 
 def new_token() -> str:
@@ -260,6 +268,7 @@ class Queue:
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
+        self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
         # Keyed by the injected instant (None in production): calls of one instant only.
         self._renewals: Grouper[datetime | None, _Renewing, Renewed] = Grouper(
             self._renew_group,
@@ -570,7 +579,8 @@ class Queue:
         )
         answers, busy = await self._renewals.submit(now, call)
         if busy:  # rows another transaction holds: wait for them, alone
-            [(again, _)] = await self._renew_group(now, [call.only(busy)], skip_locked=False)
+            async with self._held_rows:
+                [(again, _)] = await self._renew_group(now, [call.only(busy)], skip_locked=False)
             for position, answer in zip(busy, again, strict=True):
                 answers[position] = answer
         return answers
@@ -672,7 +682,8 @@ class Queue:
         call = _Completing(items, results, lean=batch)
         done, busy = await self._completions.submit(now, call)
         if busy:  # rows another transaction holds: wait for them, alone
-            [(again, _)] = await self._complete_group(now, [call.only(busy)], skip_locked=False)
+            async with self._held_rows:
+                [(again, _)] = await self._complete_group(now, [call.only(busy)], skip_locked=False)
             done.update({busy[i]: lead for i, lead in again.items()})
         return done
 

@@ -300,8 +300,9 @@ def _busy_answer(changed: str, items: str, columns: str) -> str:
     return f"""
 SELECT {columns}, busy.items AS busy FROM (
     SELECT array(
-        SELECT req.ord - 1 FROM {items} AS req JOIN leads AS l ON l.id = req.lead_id
-        WHERE {_VALID_LEASE} AND l.id NOT IN (SELECT id FROM locked)
+        SELECT req.ord - 1 FROM {items} AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND {_VALID_LEASE})
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN {changed} ON true

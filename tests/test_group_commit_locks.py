@@ -20,8 +20,9 @@ import httpx
 import psycopg
 import pytest
 
+from app.config import Settings
 from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.queue import HELD_ROWS_POOL_SHARE, Queue
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, ItemResult, Lead, Lease, Renewal, RenewItem
 from tests.api.conftest import until
@@ -134,6 +135,29 @@ async def test_a_locked_lead_holds_up_only_its_own_caller(
         assert [(await row(db, i))["error"] for i in ids] == ["cancelled by hand"] * 2
     done = await fetch(db, "SELECT count(*) AS n FROM leads WHERE status = 'done'")
     assert done[0]["n"] == WORKERS * EACH + (outside == "commits unchanged")
+
+
+async def test_many_held_rows_do_not_take_the_pool(database_url: str, settings: Settings) -> None:
+    """Renewals of many rows held outside wait with a share of the pool only: the other
+    callers keep connections, and are answered while the rows are held."""
+    async with Database.from_settings(settings, database_url, pool_size=8) as db:
+        queue = Queue(db)
+        bound = 8 // HELD_ROWS_POOL_SHARE
+        _, _, fleet = await _fleet(queue)
+        await queue.push("held", leads(3 * bound))
+        held = await queue.lease_next("held", "w", max=3 * bound, ttl_s=TTL_S)
+        async with row_locks(database_url, *(lease.lead.id for lease in held)):
+            renewals = [
+                asyncio.create_task(queue.renew(lease.lead.id, lease.token, 30)) for lease in held
+            ]
+            await waiting_on_locks(database_url, bound)
+            await asyncio.wait_for(
+                asyncio.gather(*(work(queue, leases) for leases in fleet)), DEADLINE_S
+            )
+            assert len(await fetch(db, WAITING_ON_A_LOCK)) == bound  # the rest wait in turn
+            assert not any(renewal.done() for renewal in renewals)
+        answers = await asyncio.wait_for(asyncio.gather(*renewals), DEADLINE_S)
+        assert [answer.ttl_s for answer in answers] == [30] * len(held)
 
 
 async def test_racing_renewals_and_completions_stay_exactly_once(
