@@ -67,8 +67,9 @@ class Snapshot:
 
     ``*_per_minute`` lists run from the oldest minute to the current one.
     ``hidden_sessions`` is how many sessions beyond ``MAX_SESSIONS`` (the least
-    pending) are counted in ``total`` but not listed. ``autovacuum`` is what the
-    server says of it (``SHOW autovacuum``); off, the tables only grow.
+    pending; of those the search matched) are counted in ``total`` but not listed.
+    ``autovacuum`` is what the server says of it (``SHOW autovacuum``); off, the tables
+    only grow.
     """
 
     now: datetime
@@ -98,8 +99,12 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
     )
 
 
-async def snapshot(queue: Queue) -> Snapshot:
-    """What the dashboard shows now. Raises Unavailable when the database does not answer."""
+async def snapshot(queue: Queue, search: str | None = None) -> Snapshot:
+    """What the dashboard shows now. Raises Unavailable when the database does not answer.
+
+    With ``search``, only the sessions whose name holds it (in any case) are listed; the
+    total still counts every session.
+    """
     (
         now,
         autovacuum,
@@ -139,6 +144,8 @@ async def snapshot(queue: Queue) -> Snapshot:
         [sum(v.completed_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
         [sum(v.wasted_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
     )
+    if search:
+        views = [view for view in views if search.casefold() in view.name.casefold()]
     return Snapshot(
         now=now,
         sessions=sorted(views[:MAX_SESSIONS], key=lambda v: v.name),

@@ -67,6 +67,7 @@ from leaseq.model import (
 SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
 PROMOTE_BATCH = 1000
+RETRY_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
 # How long a change of settings waits for the leases in flight (sql.settings_barrier).
 SETTINGS_LOCK_TIMEOUT = "2s"
@@ -852,6 +853,26 @@ class Queue:
         Raises NotFound, or Conflict if the lead is not failed.
         """
         return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
+
+    async def retry_failed(
+        self, session: str, *, now: datetime | None = None, batch: int = RETRY_BATCH
+    ) -> int:
+        """Queue every failed lead of a session again, as ``retry`` does each; returns how many.
+
+        The leads failed when it began, each once, in batches of ``batch`` so no statement
+        holds many row locks for long; a lead that fails after it began is left for the next
+        call. Raises InvalidInput.
+        """
+        validation.session(session)
+        limit = validation.integer("batch", batch, low=1, high=100_000)
+        params: dict[str, Any] = {"session": session, "now": now, "limit": limit}
+        stmt, before, retried = sql.retry_failed(self.ledger), None, 0
+        while True:
+            [row] = await self._rows(stmt, {**params, "before": before})
+            retried += int(row["retried"])
+            before = before or row["started"]
+            if row["retried"] < limit:
+                return retried
 
     async def _operator(
         self, stmt: str, lead_id: int, now: datetime | None, verb: str, why: str

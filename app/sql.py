@@ -1040,3 +1040,59 @@ FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens
 LEFT JOIN leased ON true
 ORDER BY priority DESC, id""",
     )
+
+
+# -- an operator's view of one lead, and the replay of a session's dead letters -------
+
+
+@cache
+def lead_events() -> str:
+    """The newest ``limit`` events of one lead, oldest first, each with ``total``: how many the
+    lead has. The session routes it to one shard (index ``lead_events_session_lead``)."""
+    return """
+SELECT id, event, status, attempt, owner, at, expires_at, total FROM (
+    SELECT id, event, status, attempt, owner, at, expires_at, count(*) OVER () AS total
+    FROM lead_events WHERE session = %(session)s AND lead_id = %(lead_id)s
+    ORDER BY id DESC LIMIT %(limit)s
+) AS newest
+ORDER BY id
+"""
+
+
+@cache
+def retry_failed(ledger: bool) -> str:
+    """Dead-letter replay of up to ``limit`` failed leads of a session, as ``retry`` of each.
+
+    Only leads failed by ``before`` (NULL: now; the caller passes back the first batch's
+    ``started`` to the next ones), so a lead this call requeued, leased and failed again is
+    not requeued twice. FOR UPDATE waits for a row another statement holds and re-checks it
+    (a lead retried alone meanwhile is queued, and passed over); only statements that lock
+    one row or skip locked rows touch failed leads, so the wait closes no cycle.
+    """
+    return f"""
+WITH failed AS (
+    SELECT id FROM leads
+    WHERE session = %(session)s AND status = 'failed'
+      AND updated_at <= coalesce(%(before)s::timestamptz, {NOW})
+    LIMIT %(limit)s
+    FOR UPDATE
+),
+retried AS (
+    UPDATE leads AS l
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = {NOW}
+    FROM failed
+    WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
+    RETURNING l.*
+){_ledger("retried", "retried", enabled=ledger)}
+SELECT count(*) AS retried, {NOW} AS started,
+       (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s || ' ' || count(*))
+        FROM retried HAVING count(*) > 0) AS notified
+FROM retried
+"""
+
+
+@cache
+def one_snapshot() -> str:
+    """The first statement of a read-only transaction whose statements see one instant."""
+    return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"

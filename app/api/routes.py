@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, cast
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from app import metrics, overview, report, validation
+from app import metrics, overview, report, timeline, validation
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.runtime import Runtime
@@ -30,6 +30,7 @@ from app.api.schemas import (
     Health,
     IdempotencyKey,
     LeadAnswer,
+    LeadEventsOut,
     LeadOut,
     LeaseIn,
     LeasesOut,
@@ -40,6 +41,7 @@ from app.api.schemas import (
     RenewIn,
     RenewOut,
     ReportOut,
+    RetriedOut,
     SettingsIn,
     SettingsOut,
     SweepIn,
@@ -49,7 +51,7 @@ from app.dashboard import page
 from app.listener import lease_waiting
 from app.queue import Queue
 from leaseq.errors import LeaseLost, Unavailable
-from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
+from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, SESSION_PATTERN
 from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings
 
 
@@ -66,6 +68,9 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
+SearchQuery = Annotated[
+    str | None, Query(max_length=MAX_SESSION_CHARS, description="Part of a session's name.")
+]
 
 # Every route reads its body through the front door (one parser, one set of limits).
 router = APIRouter(route_class=FrontDoorRoute)
@@ -414,6 +419,32 @@ async def retry(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
     return LeadOut.of(await queue.retry(lead_id))
 
 
+@router.get(
+    "/leads/{lead_id}/events",
+    tags=["operators"],
+    responses=responses("not_found", "validation_error", "unavailable"),
+)
+async def lead_events(lead_id: LeadIdPath, queue: QueueDep) -> LeadEventsOut:
+    """The lead and its ledger, read at one instant: every event in the order written (push,
+    each lease with its attempt and owner, release, expiry, completion, cancel, retry), each at
+    the database clock's time. Renewals write none. Empty with the ledger off."""
+    return LeadEventsOut.of(await timeline.timeline(queue, lead_id))
+
+
+@router.post(
+    "/sessions/{session}/retry-failed",
+    tags=["operators"],
+    dependencies=SameSite,
+    responses=responses("forbidden", "validation_error", "unavailable"),
+)
+async def retry_failed(session: SessionPath, queue: QueueDep) -> RetriedOut:
+    """Queue every `failed` lead of the session again, as `POST /leads/{id}/retry` does each
+    (dead-letter replay: the next lease of each is a new attempt); answers how many. A lead
+    that fails while it runs is left for the next call. No body; refuses a browser's
+    cross-site request (403)."""
+    return RetriedOut(requeued=await queue.retry_failed(session))
+
+
 @router.get("/metrics", tags=["operators"], response_class=Response)
 async def prometheus_metrics(queue: QueueDep) -> Response:
     """Prometheus text format: the counters of every server process, and lead counts read
@@ -432,11 +463,14 @@ async def operator_dashboard() -> HTMLResponse:
     return HTMLResponse(page.shell(), headers=SHELL_HEADERS)
 
 
-@router.get("/dashboard/data", tags=["operators"], responses=responses("unavailable"))
-async def operator_dashboard_data(queue: QueueDep) -> JSONResponse:
+@router.get(
+    "/dashboard/data", tags=["operators"], responses=responses("validation_error", "unavailable")
+)
+async def operator_dashboard_data(queue: QueueDep, search: SearchQuery = None) -> JSONResponse:
     """What the dashboard shows: per session its counts, oldest available lead, settings and
-    completions per minute; the leases closest to expiry; the latest failures."""
-    return JSONResponse(page.to_json(await overview.snapshot(queue)))
+    completions per minute; the leases closest to expiry; the latest failures. With `search`,
+    only the sessions whose name holds it (in any case)."""
+    return JSONResponse(page.to_json(await overview.snapshot(queue, search)))
 
 
 # -- probes ------------------------------------------------------------------

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from app.report import Report
+from app.timeline import MAX_EVENTS, Timeline
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
@@ -527,3 +528,32 @@ class SettingsOut(Answer):
 
 class Health(Answer):
     status: Literal["ok", "ready"]
+
+
+class EventOut(Answer):
+    id: int = Field(description="The ledger's order: events are listed by it.")
+    event: str = Field(
+        description="pushed, leased, released, expired, completed, cancelled or retried."
+    )
+    status: Status = Field(description="The lead's status the event left.")
+    attempt: int
+    owner: str | None
+    at: Timestamp = Field(description="When, on the database clock.")
+    expires_at: Timestamp | None = Field(
+        description="Of a lease: the expiry granted; of an expiry: the one the sweeper found "
+        "(its last renewal's)."
+    )
+
+
+class LeadEventsOut(Answer):
+    lead: LeadOut
+    events: list[EventOut] = Field(description=f"The newest {MAX_EVENTS:,} events, oldest first.")
+    earlier_events: int = Field(description="Events older than those listed.")
+
+    @classmethod
+    def of(cls, timeline: Timeline) -> LeadEventsOut:
+        return cls.model_validate(timeline)
+
+
+class RetriedOut(Answer):
+    requeued: int = Field(description="Failed leads queued again.")

@@ -543,6 +543,8 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/leads/{lead_id}",
         "/leads/{lead_id}/cancel",
         "/leads/{lead_id}/retry",
+        "/leads/{lead_id}/events",
+        "/sessions/{session}/retry-failed",
         "/healthz",
         "/readyz",
         "/metrics",

@@ -52,6 +52,9 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "report": sql.session_report,
     "report attempts": sql.attempts_per_lead,
     "report owners": sql.owners,
+    "lead_events": sql.lead_events,
+    "retry_failed": lambda: sql.retry_failed(True),
+    "retry_failed, ledger off": lambda: sql.retry_failed(False),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -78,7 +81,7 @@ BARRIER = ("settings_barrier",)
 MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
 # The dashboard's overview: cold reads across sessions, once per poll.
 OVERVIEW = ("per_minute", "expiring", "failures")
-NO_TABLE = ("db_now", "autovacuum", "schema_revision", "lock_timeout")
+NO_TABLE = ("db_now", "autovacuum", "schema_revision", "lock_timeout", "one_snapshot")
 HELPERS = ("in_list",)  # builds SQL text from constants; not a statement
 
 PARAMETERS: dict[str, Any] = {
@@ -102,6 +105,8 @@ PARAMETERS: dict[str, Any] = {
     "max_leased": 10,
     "rate_per_s": 5.0,
     "burst": 5,
+    "lead_id": 1,
+    "before": None,
 }
 
 
@@ -121,6 +126,7 @@ def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
+    session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW, *FLEET_VIEW, *BARRIER}
     keys = set(WITH_THE_REQUEST)

@@ -7,7 +7,8 @@ nothing else spells a number that the API refuses beyond.
 from __future__ import annotations
 
 # A session's name (SPEC "Words"): also the lead's namespace in URLs.
-SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+MAX_SESSION_CHARS = 128
+SESSION_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_SESSION_CHARS - 1}}}$"
 
 MAX_PUSH_BATCH = 1000  # leads in one POST /sessions/{session}/leads
 # The service's default LEASEQ_MAX_BODY_BYTES: a client packs each push under it.

@@ -1,0 +1,73 @@
+"""One lead and its ledger: what the dashboard's page for a lead shows.
+
+The lead as it is now (payload, result, error, checkpoint, its lease) and its
+``lead_events`` rows in the order they were written: pushed, each lease (with
+its attempt and owner), its release, expiry (swept; ``expires_at`` is the expiry
+the sweeper found, so the last renewal's), completion, an operator's cancel or
+retry, each at the database clock's time. Renewals write no event: the lead's
+``lease_expires_at`` is the current one. Both are read in one read-only
+snapshot, so the timeline never shows a step the lead has not reached, nor
+misses one it has.
+
+A lead's events are bounded by its attempts and retries; the newest
+``MAX_EVENTS`` are listed, and ``earlier_events`` says how many came before
+them. With the ledger off (``Settings.ledger``) there are none. Part of the
+domain, as the report is. Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from app import sql, validation
+from app.pg import Connection, Row, execute
+from app.queue import Queue
+from leaseq.errors import NotFound
+from leaseq.model import Lead
+
+MAX_EVENTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One ledger row: what happened (``event``), the status it left, the attempt and the
+    owner it concerned, when (``at``); for a lease the expiry granted, for an expiry the
+    one the sweeper found."""
+
+    id: int
+    event: str
+    status: str
+    attempt: int
+    owner: str | None
+    at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    lead: Lead
+    events: list[Event]
+    earlier_events: int = 0
+
+
+async def timeline(queue: Queue, lead_id: int) -> Timeline:
+    """A lead and its newest events, oldest first. Raises InvalidInput, NotFound."""
+    validation.lead_id(lead_id)
+
+    async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
+        async with conn.transaction():
+            await execute(conn, sql.one_snapshot())
+            leads = await execute(conn, sql.get(), {"lead_id": lead_id})
+            if not leads:
+                return leads, []
+            params = {"session": leads[0]["session"], "lead_id": lead_id, "limit": MAX_EVENTS}
+            return leads, await execute(conn, sql.lead_events(), params)
+
+    leads, rows = await queue.db.run(read)
+    if not leads:
+        raise NotFound(f"no lead {lead_id}")
+    events = [Event(**{name: row[name] for name in Event.__slots__}) for row in rows]
+    total = int(rows[0]["total"]) if rows else 0
+    lead = Lead(**{name: leads[0][name] for name in Lead.__slots__})
+    return Timeline(lead, events, earlier_events=total - len(events))
