@@ -249,3 +249,21 @@ def test_sessions_set_and_show(service: Service) -> None:
         assert says in one_error_line(refused.stderr)
     shown = json.loads(leaseq("sessions", "show", "tenant", "--json", "--url", service.url).stdout)
     assert (shown["weight"], shown["max_leased"], shown["rate_per_s"]) == (3.0, None, None)
+
+
+def test_sessions_retry_failed(service: Service) -> None:
+    with service.client() as http:
+        http.post("/sessions/dead/leads", json={"leads": [{"payload": {}}] * 3})
+        leases = http.post("/lease", json={"session": "dead", "owner": "w", "max": 2}).json()
+        for held in leases["leases"]:
+            body = {"lead_id": held["lead"]["id"], "token": held["token"], "status": "failed"}
+            assert http.post("/complete", json=body).status_code == 200
+        replayed = leaseq("sessions", "retry-failed", "dead", "--url", service.url)
+        assert replayed.returncode == 0, replayed.stderr
+        assert replayed.stdout.strip() == "dead: 2 failed leads queued again"
+        assert http.get("/sessions/dead/stats").json()["queued"] == 3
+    again = leaseq("sessions", "retry-failed", "dead", "--url", service.url)
+    assert again.stdout.strip() == "dead: 0 failed leads queued again"
+    bad = leaseq("sessions", "retry-failed", "no/such", "--url", service.url)
+    assert bad.returncode == 1
+    assert "session 'no/such': must match" in one_error_line(bad.stderr)

@@ -186,3 +186,16 @@ async def test_the_bearer_token_is_sent(services: Services, database_url: str) -
     assert transport.count("/sessions/s/stats") == 1
     async with AsyncClient(service.url, token="s3cret") as client:
         assert await client.stats("s") == Counts()
+
+
+async def test_retry_failed_replays_a_sessions_failed_leads(shared: Service) -> None:
+    session = f"r-{uuid.uuid4().hex[:8]}"
+    async with AsyncClient(shared.url) as client:
+        ids = (await client.push(session, [NewLead({}), NewLead({}), NewLead({})])).ids
+        for lead_id in ids[:2]:
+            await client.cancel(lead_id)
+        assert await client.retry_failed(session) == 2
+        assert await client.stats(session) == Counts(queued=3)
+        assert await client.retry_failed(session) == 0
+        with pytest.raises(InvalidInput):
+            await client.retry_failed("-not-a-session")

@@ -14,15 +14,19 @@ skip, saying what to install.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from app.maintenance import AUTOVACUUM_OFF
+from app.pg import libpq_url
 from tests.browser import WAIT_MS, requests_of
 from tests.serving import ROOT, Services
+from tests.test_api_docs import ELSEWHERE
 from tests.test_autovacuum import autovacuum_on
 
 pytestmark = pytest.mark.service
@@ -258,3 +262,110 @@ def test_the_page_shows_the_autovacuum_warning_when_the_server_says_off(
     else:
         assert warnings.is_visible()
         assert warnings.locator("li").all_inner_texts() == [AUTOVACUUM_OFF]
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+
+
+def test_a_leads_page_its_ledger_the_session_search_and_retry_all_failed(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    """From the failures list to a lead's page and its ledger; a lead found by id; a session
+    found among thousands; its failed leads replayed from its page. Hostile strings stay text."""
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO leads (session) SELECT 'tenant-' || g FROM generate_series(1, 3000) AS g"
+        )
+    with service.client() as http:
+        pushed = http.post(
+            f"/sessions/{SESSION}/leads",
+            json={"leads": [{"payload": {"html": HOSTILE}, "key": HOSTILE}, {"payload": {}}]},
+        )
+        [failing_id, waiting_id] = pushed.json()["ids"]
+        [failing] = lease(http, 1, owner=HOSTILE)
+        body = {"lead_id": failing_id, "token": failing["token"], "status": "failed"}
+        assert http.post("/complete", json={**body, "error": HOSTILE}).status_code == 200
+        html = http.get("/dashboard").text
+        assert ELSEWHERE.findall(html) == []  # the page names no other host
+
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        asked = requests_of(page)
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(f"{service.url}/dashboard")
+
+        # The failures list links to the lead's page: its values and its ledger.
+        page.click(f'#failures tr[data-lead="{failing_id}"] a', timeout=WAIT_MS)
+        page.wait_for_selector('#lead-events tr[data-event="completed"]', timeout=WAIT_MS)
+        assert page.evaluate("location.hash") == f"#lead={failing_id}"
+        assert page.locator("#overview").is_hidden() and page.locator("#lead-view").is_visible()
+        rows = page.locator("#lead-events tbody tr")
+        timeline = [
+            (row.get_attribute("data-event"), row.locator("td.owner").inner_text())
+            for row in rows.all()
+        ]
+        assert timeline == [("pushed", "\u2013"), ("leased", HOSTILE), ("completed", HOSTILE)]
+        ledger = http.get(f"/leads/{failing_id}/events").json()["events"]
+        assert rows.locator("td.at").all_inner_texts() == [e["at"] for e in ledger]
+        assert page.locator("#lead-error").inner_text() == HOSTILE
+        assert json.loads(page.locator("#lead-payload").inner_text()) == {"html": HOSTILE}
+        assert page.locator("#lead-fields td.f-key").inner_text() == HOSTILE
+        assert page.locator("#lead-fields td.f-owner").inner_text() == HOSTILE
+
+        # A lead found by its id.
+        page.fill("#find-lead-id", str(waiting_id))
+        page.click("#find-lead button[type=submit]")
+        page.wait_for_function(
+            """(id) => document.getElementById("lead-id").textContent === String(id)
+                && document.querySelectorAll("#lead-events tbody tr[data-event]").length === 1""",
+            arg=waiting_id,
+            timeout=WAIT_MS,
+        )
+        assert page.locator("#lead-status").inner_text() == "queued"
+        page.fill("#find-lead-id", "9007199254740991")
+        page.click("#find-lead button[type=submit]")
+        page.wait_for_selector("#lead-missing", state="visible", timeout=WAIT_MS)
+        assert page.locator("#lead-missing").inner_text() == "no lead 9007199254740991"
+
+        # Back to every session: one among thousands is found by a part of its name.
+        page.click("#back")
+        page.wait_for_selector("#overview", state="visible", timeout=WAIT_MS)
+        assert page.locator('#sessions tr[data-session="tenant-2999"]').count() == 0
+        assert page.locator("#sessions tbody tr").count() == 100
+        page.fill("#session-search", "TENANT-2999")
+        page.wait_for_selector('#sessions tr[data-session="tenant-2999"]', timeout=WAIT_MS)
+        page.wait_for_function(
+            "() => document.querySelectorAll('#sessions tbody tr').length === 1", timeout=WAIT_MS
+        )
+        page.fill("#session-search", SESSION)
+        page.click(f'#sessions tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+
+        # The session's page replays its failed leads.
+        page.wait_for_selector("#session-view", state="visible", timeout=WAIT_MS)
+        page.wait_for_function(
+            "() => document.querySelector('#session-counts td.n-failed')?.textContent === '1'",
+            timeout=WAIT_MS,
+        )
+        page.click("#retry-failed")
+        page.wait_for_function(
+            "() => document.getElementById('retry-failed-result').textContent"
+            " === '1 failed leads queued again'",
+            timeout=WAIT_MS,
+        )
+        page.wait_for_function(
+            "() => document.querySelector('#session-counts td.n-failed')?.textContent === '0'",
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/leads/{failing_id}").json()["status"] == "queued"
+        events = http.get(f"/leads/{failing_id}/events").json()["events"]
+        assert events[-1]["event"] == "retried"
+
+        # Nothing hostile ran or became markup, and the page asked nobody but the service.
+        assert dialogs == [] and page.evaluate("window.pwned") is None
+        assert page.locator("main img, main script").count() == 0
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.goto(f"{service.url}/dashboard#lead={failing_id}")
+        page.wait_for_selector('#lead-events tr[data-event="retried"]', timeout=WAIT_MS)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-lead.png"), full_page=True)
+        assert asked and all(url.startswith(service.url + "/") for url in asked), asked

@@ -1,13 +1,19 @@
 "use strict";
 // The dashboard's whole behaviour: poll dashboard/data, redraw, cancel and retry.
 // The token (when the service wants one) is asked once and kept in sessionStorage.
+// The location's fragment picks the view: the overview, "#lead=ID" (a lead and its
+// ledger, from leads/ID/events) or "#session=NAME" (its counts, retry all failed).
+// Data is only ever written as text (textContent), never parsed as markup.
 (function () {
   const TOKEN_KEY = "leaseq-token";
   // The statuses of leaseq.model, as the page names them, then the sum of the first two.
   const STATUSES = document.body.dataset.statuses.split(" ").concat(["pending"]);
   const pollMs = Number(document.body.dataset.pollMs) || 2000;
   const $ = (id) => document.getElementById(id);
+  const SVG_NS = $("chart").namespaceURI;
   let timer = null;
+  let search = "";
+  let drawn = 0; // the number of the latest refresh: an answer to an older one is dropped
 
   function headers() {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -32,7 +38,7 @@
   }
 
   function spark(values) {
-    const ns = "http://www.w3.org/2000/svg";
+    const ns = SVG_NS;
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("class", "spark");
     svg.setAttribute("viewBox", "0 0 90 18");
@@ -48,10 +54,21 @@
     return td;
   }
 
-  function sessionRow(s) {
+  function linked(text, fragment) {
+    const a = document.createElement("a");
+    a.href = fragment;
+    a.textContent = String(text);
+    const td = document.createElement("td");
+    td.appendChild(a);
+    return td;
+  }
+
+  const leadLink = (id) => linked(id, "#lead=" + id);
+
+  function sessionRow(s, link) {
     const tr = document.createElement("tr");
     tr.dataset.session = s.name;
-    tr.appendChild(cell(s.name));
+    tr.appendChild(link ? linked(s.name, "#session=" + encodeURIComponent(s.name)) : cell(s.name));
     for (const status of STATUSES) tr.appendChild(cell(s[status], "n-" + status));
     tr.appendChild(cell(age(s.oldest_available_age_s), "oldest"));
     tr.appendChild(cell(s.weight, "weight"));
@@ -90,7 +107,6 @@
 
   // The chart is drawn in CSS pixels (its viewBox follows its width), so it fills the
   // window at any width without stretching its labels; a resize redraws it.
-  const SVG_NS = "http://www.w3.org/2000/svg";
   const PLOT_TOP = 18;
   const PLOT_BOTTOM = 112;
   const CHART_HEIGHT = 150;
@@ -161,31 +177,112 @@
 
   function draw(data) {
     warn(data.warnings || []);
-    replace($("sessions").tBodies[0], data.sessions.map(sessionRow), "no leads yet");
-    const total = sessionRow(data.total);
+    replace($("sessions").tBodies[0], data.sessions.map((s) => sessionRow(s, true)),
+      search ? "no session matches" : "no leads yet");
+    const total = sessionRow(data.total, false);
     total.dataset.session = "";
     total.id = "total";
     $("sessions").tFoot.replaceChildren(total);
     $("hidden-sessions").textContent = data.hidden_sessions
-      ? data.hidden_sessions + " more sessions (least pending) are counted in the total only" : "";
+      ? data.hidden_sessions + " more " + (search ? "matching " : "")
+        + "sessions (least pending) are counted in the total only" : "";
     chart(data.total.completed_per_minute, new Date(data.now));
     replace($("expiring").tBodies[0], data.expiring.map((l) => {
       const tr = document.createElement("tr");
       tr.dataset.lead = String(l.lead_id);
-      tr.append(cell(l.lead_id), cell(l.session), cell(l.owner), cell(l.attempt),
+      tr.append(leadLink(l.lead_id), cell(l.session), cell(l.owner), cell(l.attempt),
         cell(age(l.expires_in_s), l.expires_in_s < 30 ? "warn" : ""), button("cancel", "cancel", l.lead_id));
       return tr;
     }), "no lead is leased");
     replace($("failures").tBodies[0], data.failures.map((f) => {
       const tr = document.createElement("tr");
       tr.dataset.lead = String(f.lead_id);
-      tr.append(cell(f.lead_id), cell(f.session), cell(f.owner), cell(f.attempts),
+      tr.append(leadLink(f.lead_id), cell(f.session), cell(f.owner), cell(f.attempts),
         cell(f.error, "error"), cell(new Date(f.at).toLocaleTimeString()), button("retry", "retry", f.lead_id));
       return tr;
     }), "no failed lead");
-    $("status").textContent = "updated " + new Date().toLocaleTimeString();
-    $("status").className = "muted";
     document.body.dataset.updated = data.now;
+  }
+
+  function json(value) {
+    return value === null || value === undefined ? "–" : JSON.stringify(value, null, 2);
+  }
+
+  function drawLead(data) {
+    const lead = data.lead;
+    $("lead-status").textContent = lead.status;
+    const fields = [
+      ["session", lead.session], ["status", lead.status], ["owner", lead.owner],
+      ["attempts", lead.attempts + " of " + lead.max_attempts], ["priority", lead.priority],
+      ["key", lead.key], ["created", lead.created_at], ["updated", lead.updated_at],
+      ["available at", lead.available_at], ["lease expires", lead.lease_expires_at],
+    ];
+    $("lead-fields").tBodies[0].replaceChildren(...fields.map(([name, value]) => {
+      const tr = document.createElement("tr");
+      const th = document.createElement("th");
+      th.textContent = name;
+      tr.append(th, name === "session"
+        ? linked(value, "#session=" + encodeURIComponent(value)) : cell(value, "f-" + name.replace(/ /g, "-")));
+      return tr;
+    }));
+    const actions = [];
+    if (lead.status === "queued" || lead.status === "leased") actions.push(button("cancel", "cancel", lead.id));
+    if (lead.status === "failed") actions.push(button("retry", "retry", lead.id));
+    $("lead-actions").replaceChildren(...actions.map((td) => td.firstChild));
+    $("lead-payload").textContent = json(lead.payload);
+    $("lead-result").textContent = json(lead.result);
+    $("lead-error").textContent = lead.error === null ? "–" : lead.error;
+    $("lead-checkpoint").textContent = json(lead.checkpoint);
+    $("lead-earlier").textContent = data.earlier_events
+      ? data.earlier_events + " earlier events are not shown" : "";
+    replace($("lead-events").tBodies[0], data.events.map((e) => {
+      const tr = document.createElement("tr");
+      tr.dataset.event = e.event;
+      tr.dataset.attempt = String(e.attempt);
+      tr.append(cell(e.id), cell(e.event, "event"), cell(e.attempt, "attempt"), cell(e.owner, "owner"),
+        cell(e.status, "status"), cell(e.at, "at"), cell(e.expires_at, "expires"));
+      return tr;
+    }), "no ledger events recorded (the ledger may be off)");
+  }
+
+  function drawSession(name, counts) {
+    const tr = document.createElement("tr");
+    for (const status of STATUSES) tr.appendChild(cell(counts[status], "n-" + status));
+    $("session-counts").tBodies[0].replaceChildren(tr);
+    $("retry-failed").disabled = counts.failed === 0;
+    $("retry-failed").textContent = "retry all failed (" + counts.failed + ")";
+  }
+
+  // What the fragment asks for: {kind: "overview" | "lead" | "session", ...}.
+  function view() {
+    const hash = location.hash.slice(1);
+    const lead = /^lead=([1-9][0-9]{0,15})$/.exec(hash);
+    if (lead) return { kind: "lead", id: lead[1] };
+    if (hash.startsWith("session=")) {
+      try {
+        return { kind: "session", name: decodeURIComponent(hash.slice("session=".length)) };
+      } catch (e) { /* a malformed escape: the overview */ }
+    }
+    return { kind: "overview" };
+  }
+
+  function show(v) {
+    $("overview").hidden = v.kind !== "overview";
+    $("lead-view").hidden = v.kind !== "lead";
+    $("session-view").hidden = v.kind !== "session";
+    $("back").hidden = v.kind === "overview";
+    if (v.kind === "lead") $("lead-id").textContent = v.id;
+    if (v.kind === "session") $("session-name").textContent = v.name;
+  }
+
+  function dataUrl(v) {
+    if (v.kind === "lead") return "leads/" + v.id + "/events";
+    if (v.kind === "session") return "sessions/" + encodeURIComponent(v.name) + "/stats";
+    return "dashboard/data" + (search ? "?search=" + encodeURIComponent(search) : "");
+  }
+
+  async function problem(response) {
+    try { return (await response.json()).detail || response.statusText; } catch (e) { return response.statusText; }
   }
 
   function askToken(message) {
@@ -200,32 +297,69 @@
 
   async function refresh() {
     clearTimeout(timer);
+    const v = view();
+    const mine = ++drawn;
     try {
-      const response = await fetch("dashboard/data", { headers: headers(), cache: "no-store" });
+      const response = await fetch(dataUrl(v), { headers: headers(), cache: "no-store" });
+      if (mine !== drawn) return; // another refresh began meanwhile: its answer counts
       if (response.status === 401) {
         const had = sessionStorage.getItem(TOKEN_KEY);
         sessionStorage.removeItem(TOKEN_KEY);
         askToken(had ? "that token was refused" : "");
         return;
       }
-      if (!response.ok) throw new Error(response.status + " " + response.statusText);
-      draw(await response.json());
+      const missing = v.kind === "lead" && response.status === 404;
+      if (!response.ok && !missing) throw new Error(response.status + " " + await problem(response));
+      const data = missing ? null : await response.json();
+      if (mine !== drawn) return;
+      show(v);
+      if (v.kind === "lead") {
+        $("lead-missing").hidden = !missing;
+        $("lead-missing").textContent = missing ? "no lead " + v.id : "";
+        $("lead-found").hidden = missing;
+        $("lead-status").textContent = "";
+        if (data) drawLead(data);
+      } else if (v.kind === "session") {
+        drawSession(v.name, data);
+      } else {
+        draw(data);
+      }
+      $("status").textContent = "updated " + new Date().toLocaleTimeString();
+      $("status").className = "muted";
       $("login").hidden = true;
       $("main").hidden = false;
       $("forget").hidden = !sessionStorage.getItem(TOKEN_KEY);
     } catch (error) {
+      if (mine !== drawn) return;
       $("status").textContent = "cannot refresh: " + error.message;
       $("status").className = "bad";
     }
     timer = setTimeout(refresh, pollMs);
   }
 
+  async function retryFailed() {
+    const v = view();
+    if (v.kind !== "session") return;
+    const b = $("retry-failed");
+    b.disabled = true;
+    const response = await fetch("sessions/" + encodeURIComponent(v.name) + "/retry-failed",
+      { method: "POST", headers: headers() });
+    if (!response.ok) {
+      $("status").textContent = "retry of the failed leads of " + v.name + " refused: " + await problem(response);
+      $("status").className = "bad";
+      b.disabled = false;
+      return;
+    }
+    const answer = await response.json();
+    $("retry-failed-result").textContent = answer.requeued + " failed leads queued again";
+    await refresh();
+  }
+
   async function operate(action, leadId, b) {
     b.disabled = true;
     const response = await fetch("leads/" + leadId + "/" + action, { method: "POST", headers: headers() });
     if (!response.ok) {
-      let detail = response.statusText;
-      try { detail = (await response.json()).detail || detail; } catch (e) { /* not JSON */ }
+      const detail = await problem(response);
       $("status").textContent = action + " of lead " + leadId + " refused: " + detail;
       $("status").className = "bad";
       b.disabled = false;
@@ -243,6 +377,20 @@
   $("forget").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     askToken("");
+  });
+  $("find-lead").addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = "lead=" + $("find-lead-id").value.trim();
+  });
+  let typing = null;
+  $("session-search").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => { search = $("session-search").value.trim(); refresh(); }, 250);
+  });
+  $("retry-failed").addEventListener("click", retryFailed);
+  window.addEventListener("hashchange", () => {
+    $("retry-failed-result").textContent = "";
+    refresh();
   });
   refresh();
 })();

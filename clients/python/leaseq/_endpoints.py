@@ -344,6 +344,15 @@ class Endpoints(Generic[_Transport]):
         """Queue a failed lead again (dead-letter replay). Raises NotFound or Conflict."""
         return parse_lead((yield Call("POST", f"/leads/{int(lead_id)}/retry")).json())
 
+    @endpoint
+    def retry_failed(self, session: str) -> Exchange[int]:
+        """Queue every failed lead of a session again (dead-letter replay); returns how many.
+
+        Sent again after a lost answer, it requeues only what failed since.
+        """
+        data = (yield Call("POST", f"/sessions/{seg(session)}/retry-failed")).json()
+        return int(data["requeued"])
+
     # -- reading -----------------------------------------------------------
 
     @endpoint

@@ -85,6 +85,12 @@ class Service:
             result = self._run(lambda client: client.sweep(session))
         return result
 
+    def retry_failed(self, session: str) -> int:
+        """Queue every failed lead of ``session`` again; how many."""
+        check_session(session)
+        requeued: int = self._run(lambda client: client.retry_failed(session))
+        return requeued
+
     def _run(self, call: Any) -> Any:
         async def main() -> Any:
             async with AsyncClient(self.url, token=self.token, retry_policy=RETRY) as client:

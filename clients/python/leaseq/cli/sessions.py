@@ -2,7 +2,8 @@
 
 ``set`` changes only the settings it is given (it reads the others first) and
 ``none`` lifts a limit; ``show NAME`` shows one session's settings beside what
-it holds, ``show`` every session the dashboard lists.
+it holds, ``show`` every session the dashboard lists. ``retry-failed NAME``
+queues every failed lead of a session again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from leaseq.cli.output import EXIT_USAGE, fail, one_line_errors, out, say
+from leaseq.cli.output import EXIT_USAGE, fail, one_line_errors, out, plural, say
 from leaseq.cli.root import ServiceUrl, Token, app
 from leaseq.cli.service import Service, check_session
 from leaseq.cli.verbs import age_text
@@ -198,3 +199,17 @@ def _dashboard_row(view: dict[str, Any]) -> dict[str, Any]:
 
 def _or_dash(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
+
+
+@sessions.command(
+    "retry-failed", epilog="Replay a session's dead letters:  leaseq sessions retry-failed crawl"
+)
+def retry_failed(
+    name: str = typer.Argument(..., metavar="SESSION"),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Queue every failed lead of a session again (each lease of one is a new attempt)."""
+    with one_line_errors():
+        requeued = Service(url, token).retry_failed(name)
+    say(f"{name}: {plural(requeued, 'failed lead')} queued again")
