@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PREFIX = "leaseq_bench_"

@@ -1,4 +1,4 @@
-"""Benchmark of the queue core (``app.queue.Queue``) straight on PostgreSQL, no HTTP.
+"""Benchmark of the queue core (``app.domain.queue.Queue``) straight on PostgreSQL, no HTTP.
 
 For each run it creates a fresh database on the server, migrates it, pushes N
 leads in batches, drains them with W concurrent workers, checks that every lead
@@ -8,7 +8,7 @@ was leased once and completed once, and drops the database. Runs:
 * batch 100: ``lease_next(max=100)`` then ``complete_many``
 
 each with the ledger on, off, or both (``--ledger``). Workers are asyncio tasks
-sharing one pool (``app.pg.Database``, pool_size = W), or with ``--processes``
+sharing one pool (``app.store.pool.Database``, pool_size = W), or with ``--processes``
 one OS process each (one pool and one connection per process).
 
 A run whose checks fail prints what is wrong and exits 1 without a figure.
@@ -54,10 +54,10 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app import migrate
 from app.config import Settings
-from app.pg import Connection, Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Connection, Database, libpq_url
 from leaseq.model import CompleteItem, NewLead, RenewItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -148,7 +148,7 @@ def fresh_database(server_url: str) -> Iterator[str]:
 
 
 def database_for(url: str, pool_size: int) -> Database:
-    """The service's own pool (app.pg) on ``url``, with a generous statement timeout."""
+    """The service's own pool (app.store.pool) on ``url``, with a generous statement timeout."""
     return Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
 
 

@@ -1,7 +1,7 @@
 """Profiles behind the tuning in docs/design.md (needs the ``bench`` extra).
 
 ``python -m bench.profile core``: one worker leases and completes N leads at
-batch 1 through ``app.queue.Queue`` (ledger on) under pyinstrument, on a fresh
+batch 1 through ``app.domain.queue.Queue`` (ledger on) under pyinstrument, on a fresh
 database; prints the CPU time per lead and writes the profile as text.
 
 ``python -m bench.profile rest``: ``leaseq serve`` (one process) drained at
@@ -27,14 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from bench import common, contenders
 
 OUT = Path(__file__).resolve().parent / "results" / "profiles"
 
 
 async def _core(url: str, n: int) -> None:
-    from app.queue import Queue
+    from app.domain.queue import Queue
     from leaseq.model import NewLead
 
     db = contenders.database(url, 1)

@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import DEFAULT_SERVER_URL, database_for, fresh_database, machine, percentile
 
-from app.pg import libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import libpq_url
 from leaseq.model import CompleteItem, NewLead
 
 SESSION = "soak"
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.duration is not None:
         args.leads = round(args.rate * args.duration)
     if args.embedded is not None:
-        from app import embedded
+        from app.store import embedded
 
         args.database_url = embedded.start(args.embedded)
     result = asyncio.run(run(args))

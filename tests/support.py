@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.pg import Database
+from app.store.pool import Database
 from leaseq.model import NewLead
 
 # Every test moves this clock by hand (the ``now=`` of each Queue method).

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from app import migrate
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Database
 from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_NOTHING_TO_AUDIT
 from leaseq.model import NewLead
 from tests.serving import leaseq, postgres_running, stop_postgres

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database, libpq_url
 from leaseq.model import CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK, at, fetch, leads
 

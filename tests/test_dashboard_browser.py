@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.maintenance import AUTOVACUUM_OFF
+from app.service.maintenance import AUTOVACUUM_OFF
 from tests.browser import WAIT_MS, requests_of
 from tests.serving import ROOT, Services
 from tests.test_autovacuum import autovacuum_on

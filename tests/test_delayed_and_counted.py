@@ -7,10 +7,10 @@ import asyncio
 import contextlib
 import random
 
-from app import sql
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.model import Counts, NewLead
 from tests.support import at
@@ -144,9 +144,9 @@ async def test_folding_keeps_one_row_per_count_and_none_at_zero(
 
 
 async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:
-    explain = f"EXPLAIN {sql.oldest_available()}"
+    explain = f"EXPLAIN {statements.oldest_available()}"
     plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(explain, {"now": None}))
     assert "leads_ready_age" in plan and "leads_scheduled_due" in plan, plan
     assert "Seq Scan on leads" not in plan, plan
-    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.stats_all()}"))
+    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {statements.stats_all()}"))
     assert " leads " not in plan, plan

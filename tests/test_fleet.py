@@ -1,4 +1,5 @@
-"""Leasing across sessions (``app.fleet``): fair shares by weight, measured over many leases.
+"""Leasing across sessions (``app.leasing.fleet``): fair shares by weight, measured over many
+leases.
 
 Every figure is a count of leases the real queue handed out; the tolerance is
 one lease (the clocks move in whole leases).
@@ -14,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from app.fleet import FAILED_RETRY_S, Fleet
-from app.pg import Database, StatementFailed
-from app.queue import Leased, Queue
+from app.domain.queue import Leased, Queue
+from app.leasing.fleet import FAILED_RETRY_S, Fleet
+from app.store.pool import Database, StatementFailed
 from leaseq.errors import InvalidInput, Unavailable
 from leaseq.limits import MIN_RATE_PER_S
 from leaseq.model import NewLead, SessionSettings

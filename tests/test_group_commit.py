@@ -1,4 +1,4 @@
-"""Group commit (app/group_commit.py, and its use by the queue): calls of one kind that arrive
+"""Group commit (app/store/group_commit.py, and its use by the queue): calls of one kind that arrive
 while one of theirs runs go together as one statement, and every caller still gets exactly
 its own answer, its own errors, and the ledger rows the same calls make one by one.
 
@@ -21,9 +21,9 @@ import pytest
 
 from app import metrics
 from app.config import Settings
-from app.group_commit import Grouper
-from app.pg import Database, libpq_url
-from app.queue import Queue, new_token
+from app.domain.queue import Queue, new_token
+from app.store.group_commit import Grouper
+from app.store.pool import Database, libpq_url
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.model import (
     CompleteItem,

@@ -1,4 +1,4 @@
-"""Idempotency keys of push and lease (``app.idempotency``): one intent, one effect.
+"""Idempotency keys of push and lease (``app.domain.idempotency``): one intent, one effect.
 
 A retried request with its key gets the first answer back, however the
 retries fall: after the first committed, while it still runs (concurrently),
@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from app.queue import Queue
+from app.domain.queue import Queue
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead
 from tests.support import T0, at, events, fetch, leads

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from app import sql
-from app.api.runtime import Runtime
 from app.cli.prune import parse_duration
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.service.runtime import Runtime
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead
 from tests.api.conftest import until
@@ -95,7 +95,7 @@ async def test_a_batch_prunes_the_oldest_terminal_leads_first(queue: Queue, db: 
     gone: list[set[int]] = []
     for _ in range(3):
         before = await _ids(db)
-        await db.rows(sql.prune(scoped=False), params)
+        await db.rows(statements.prune(scoped=False), params)
         gone.append(before - await _ids(db))
     assert gone == [
         {lead_at[0], lead_at[10]},

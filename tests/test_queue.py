@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, NotFound
 from leaseq.model import AllCounts, CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK, at, events, fetch, leads, row
@@ -444,7 +444,7 @@ async def test_sweep_fails_a_lead_at_max_attempts(queue: Queue) -> None:
 async def test_sweep_counts_more_than_one_batch(
     queue: Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.queue.SWEEP_BATCH", 7)
+    monkeypatch.setattr("app.domain.queue.SWEEP_BATCH", 7)
     await queue.push("s", leads(30), now=T0)
     await queue.push("t", leads(5), now=T0)
     for session in ("s", "t"):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.queue import Queue, new_token
+from app.domain.queue import Queue, new_token
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, Counts, ItemResult, RenewItem, SweepResult
 from tests.support import T0, TICK, at, events, fetch, leads, row

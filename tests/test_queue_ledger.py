@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost
 from leaseq.model import CompleteItem, NewLead, RenewItem
 from tests.support import T0, at, events, fetch, leads

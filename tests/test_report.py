@@ -1,4 +1,5 @@
-"""The ledger's audit (app.report): what a healthy history gives, and what a broken one shows."""
+"""The ledger's audit (app.domain.report): what a healthy history gives, and what a broken one
+shows."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from dataclasses import asdict
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
-from app.report import OwnerReport, Report, report
+from app.domain.queue import Queue
+from app.domain.report import OwnerReport, Report, report
+from app.store.pool import Database
 from leaseq.errors import Conflict, InvalidInput
 from leaseq.model import NewLead
 from tests.support import T0, at

@@ -13,11 +13,12 @@ from datetime import timedelta
 
 import pytest
 
-from app import overview, sql
 from app.config import Settings
-from app.fleet import Fleet
-from app.pg import Database
-from app.queue import Queue
+from app.domain import overview
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import InvalidInput, LeaseLost
 from leaseq.limits import (
     MAX_BURST,
@@ -218,11 +219,11 @@ async def test_a_session_without_limits_leases_in_one_statement(db: Database) ->
     await queue.push("weighted", leads(3))
     params = {"max": 2, "ttl_s": 60.0, "owner": "w", "now": T0, "tokens": ["a", "b"]}
     for session in ("free", "weighted"):
-        rows = await db.rows(sql.lease_next(True), {**params, "session": session})
+        rows = await db.rows(statements.lease_next(True), {**params, "session": session})
         assert [row["limited"] for row in rows] == [False, False]
     await queue.put_settings("limited", SessionSettings(max_leased=1))
     await queue.push("limited", leads(3))
-    [row] = await db.rows(sql.lease_next(True), {**params, "session": "limited"})
+    [row] = await db.rows(statements.lease_next(True), {**params, "session": "limited"})
     assert row["limited"] and row["id"] is None  # it took nothing: the caller locks and leases
     assert (await queue.stats("limited")).leased == 0
 
@@ -308,7 +309,7 @@ async def test_lead_times_written_by_hand_fail_no_statement_across_sessions(
     """Infinite timestamps written in SQL into one session's leads (its oldest available
     lead at '-infinity', another's lease expiring at 'infinity') reach every statement across
     sessions: the stats, the fleet's view, the dashboard's data all still answer (an age
-    beyond any finite one reads as sql.MAX_SPAN_S), and a lease across sessions serves the
+    beyond any finite one reads as statements.MAX_SPAN_S), and a lease across sessions serves the
     others (a lead that cannot be read back skips its session)."""
     queue = Queue(db)
     await queue.push("ancient", leads(2))
@@ -321,12 +322,12 @@ async def test_lead_times_written_by_hand_fail_no_statement_across_sessions(
         {"id": held_on.lead.id},
     )
     every = await queue.stats_all()
-    assert every.sessions["ancient"].oldest_available_age_s == sql.MAX_SPAN_S
-    assert every.total.oldest_available_age_s == sql.MAX_SPAN_S
+    assert every.sessions["ancient"].oldest_available_age_s == statements.MAX_SPAN_S
+    assert every.total.oldest_available_age_s == statements.MAX_SPAN_S
     assert (await queue.available())["ok"] >= 0
     snapshot = await overview.snapshot(queue)
     [expiring] = snapshot.expiring
-    assert (expiring.lead_id, expiring.expires_in_s) == (held_on.lead.id, sql.MAX_SPAN_S)
+    assert (expiring.lead_id, expiring.expires_in_s) == (held_on.lead.id, statements.MAX_SPAN_S)
     with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
         fleet = Fleet(queue)
         got = [x.lead.session for _ in range(6) for x in await fleet.lease(None, "w")]

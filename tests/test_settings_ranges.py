@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import overview
 from app.config import Settings
-from app.fleet import Fleet
-from app.pg import Database
-from app.queue import Queue
+from app.domain import overview
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.store.pool import Database
 from leaseq.limits import (
     INT32_MAX,
     MAX_BURST,

@@ -37,8 +37,8 @@ from hypothesis.stateful import (
 )
 
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost
 from leaseq.model import FINAL_STATUSES, CompleteItem, Counts, NewLead, RenewItem, SweepResult
 from tests.support import T0, TICK

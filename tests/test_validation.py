@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.queue import Queue
+from app.domain.queue import Queue
 from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, Counts, Lease, NewLead, RenewItem
 from tests.support import T0, at, events, fetch, leads

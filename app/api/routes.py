@@ -15,10 +15,9 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from app import metrics, overview, report, validation
+from app import metrics
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
-from app.api.runtime import Runtime
 from app.api.schemas import (
     AllStatsOut,
     BatchOut,
@@ -46,8 +45,10 @@ from app.api.schemas import (
     SweepOut,
 )
 from app.dashboard import page
-from app.listener import lease_waiting
-from app.queue import Queue
+from app.domain import overview, report, validation
+from app.domain.queue import Queue
+from app.service.runtime import Runtime
+from app.store.listener import lease_waiting
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.limits import MAX_LEAD_ID, SESSION_PATTERN
 from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings

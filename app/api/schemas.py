@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.report import Report
+from app.domain.report import Report
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
@@ -441,7 +441,7 @@ class OwnerReportOut(Answer):
 
 
 class ReportOut(Answer):
-    """The ledger's audit of a session; see ``app.report``."""
+    """The ledger's audit of a session; see ``app.domain.report``."""
 
     leads: int
     pushed: int

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app import serve as serving
+from app.api import serve as serving
 from app.config import DEFAULT_MAX_PAYLOAD_BYTES, MAX_HEAD_BYTES, Settings
-from app.pg import Connection, Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Connection, Database
 from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, NewLead
 from tests.api import shapes
@@ -123,7 +123,7 @@ async def test_an_exhausted_pool_does_not_hold_a_long_poll_forever(serve: Serve)
 def test_the_server_bounds_connections_heads_and_idle_keep_alive() -> None:
     settings = Settings(max_waiters=10)
     assert serving.KEEP_ALIVE_S > 60  # longer than a balancer's idle timeout
-    assert MAX_HEAD_BYTES <= 64 * 1024  # enforced by app.http_connections (431 beyond)
+    assert MAX_HEAD_BYTES <= 64 * 1024  # enforced by app.api.http_connections (431 beyond)
     assert 1 <= serving.limit_concurrency(settings) <= 10 + serving.CONNECTION_HEADROOM
 
 

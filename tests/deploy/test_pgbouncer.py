@@ -23,10 +23,10 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.api.serve import ServeError, migration_url
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
-from app.serve import ServeError, migration_url
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.api import shapes
 from tests.api.conftest import (

@@ -50,9 +50,9 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from app import validation
-from app.pg import StatementFailed
-from app.queue import Leased, Queue
+from app.domain import validation
+from app.domain.queue import Leased, Queue
+from app.store.pool import StatementFailed
 from leaseq.errors import first_line
 from leaseq.model import Lease, SessionSettings
 

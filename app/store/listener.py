@@ -1,7 +1,7 @@
 """The LISTEN fan-out behind long-poll leasing, and the long poll itself.
 
 One ``Listener`` per process keeps one dedicated psycopg connection
-LISTENing on ``app.sql.NOTIFY_CHANNEL`` (push, release, retry and sweep
+LISTENing on ``app.store.statements.NOTIFY_CHANNEL`` (push, release, retry and sweep
 NOTIFY it with the session and how many leads became available) and wakes
 that many of the requests waiting on that session (a request waiting on several
 sessions, or on any, counts as waiting on each): one push of one lead runs one
@@ -39,10 +39,10 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
-from app.fleet import Fleet
-from app.pg import libpq_url
-from app.queue import Queue
-from app.sql import NOTIFY_CHANNEL
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.store.pool import libpq_url
+from app.store.statements import NOTIFY_CHANNEL
 from leaseq.errors import LeaseqError, Unavailable, first_line
 from leaseq.model import Lease
 

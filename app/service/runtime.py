@@ -1,5 +1,5 @@
 """What one API process runs besides its routes, wired together: database, queue, the fleet's
-share-out across sessions, listener, and the maintenance services of ``app.maintenance``.
+share-out across sessions, listener, and the maintenance services of ``app.service.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
@@ -27,11 +27,11 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
-from app.fleet import Fleet
-from app.listener import Listener
-from app.maintenance import Pruner, Readiness, Recovery, Sweeper
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
+from app.store.listener import Listener
+from app.store.pool import Database
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -38,7 +38,7 @@ NOTIFY_CHANNEL = "leaseq_queued"
 # A notification's payload: the session, a space, and how many leads became available
 # (session names hold no space), so a process wakes that many of its waiters.
 # The events that end an attempt: the dashboard's throughput counts them, and
-# index lead_events_outcomes_at (app.db) covers exactly them.
+# index lead_events_outcomes_at (app.store.schema) covers exactly them.
 OUTCOME_EVENTS = ("completed", "expired", "released")
 
 
@@ -521,7 +521,7 @@ ORDER BY l.priority DESC, l.id
 """
 
 
-# -- idempotency keys (app.idempotency) ----------------------------------------------
+# -- idempotency keys (app.domain.idempotency) ----------------------------------------------
 
 
 @cache
@@ -667,7 +667,7 @@ def schema_revision() -> str:
     return "SELECT version_num FROM alembic_version"
 
 
-# -- the session report (app.report): the ledger alone ---------------------------
+# -- the session report (app.domain.report): the ledger alone ---------------------------
 
 
 @cache
@@ -767,7 +767,7 @@ FROM tally GROUP BY 1 ORDER BY 1
 """
 
 
-# -- the dashboard's overview (app.overview) ---------------------------------------
+# -- the dashboard's overview (app.domain.overview) ---------------------------------------
 
 
 @cache
@@ -810,7 +810,7 @@ ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
 """
 
 
-# -- fleets: settings per session, limited leases, the scaling signal (app.fleet) ----
+# -- fleets: settings per session, limited leases, the scaling signal (app.leasing.fleet) ----
 
 # A session whose leases are held to a cap or a rate: leased under its settings' lock.
 LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"

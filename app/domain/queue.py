@@ -12,13 +12,13 @@ State machine of a lead::
 
 A lease is valid iff status is ``leased``, the token matches and the database
 clock is before ``lease_expires_at``; every guarded statement checks that in
-its WHERE clause (see ``app.sql``). Each method is one statement, so one round
+its WHERE clause (see ``app.store.statements``). Each method is one statement, so one round
 trip (a push whose keys already exist reads their ids with a second one; a
 completion refused looks once more for the same completion done before). A
 push or lease with an idempotency key runs in a transaction with its key
-(``app.idempotency``).
+(``app.domain.idempotency``).
 
-Group commit (``app.group_commit``, on unless ``group_commit=False``): renewals,
+Group commit (``app.store.group_commit``, on unless ``group_commit=False``): renewals,
 completions and plain leases of one session that arrive while a statement of
 their kind runs go together as the next one; each caller still gets its own
 answer, checked on its own before it joins.
@@ -38,10 +38,12 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from app import idempotency, metrics, sql, validation
+from app import metrics
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.group_commit import Grouper
-from app.pg import Connection, Database, Row, execute
+from app.domain import idempotency, validation
+from app.store import statements
+from app.store.group_commit import Grouper
+from app.store.pool import Connection, Database, Row, execute
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
@@ -64,7 +66,7 @@ SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
 PROMOTE_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
-# How long a change of settings waits for the leases in flight (sql.settings_barrier).
+# How long a change of settings waits for the leases in flight (statements.settings_barrier).
 SETTINGS_LOCK_TIMEOUT = "2s"
 # Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
 # that do not fit go in the next group.
@@ -88,7 +90,7 @@ def _push_result(
 ) -> PushResult:
     """A push's answer: the ids in input order, a duplicate's existing id in its place."""
     new_keys = {row["key"] for row in inserted if row["key"] is not None}
-    # Inserted rows got ascending ids in input order (drawn so by sql.push).
+    # Inserted rows got ascending ids in input order (drawn so by statements.push).
     fresh = iter(row["id"] for row in inserted)
     ids: list[int] = []
     for i, lead in enumerate(leads):
@@ -116,8 +118,9 @@ def _lease(row: Mapping[str, Any], ttl_s: float) -> Lease:
 def counts_by_session(
     rows: Sequence[Mapping[str, Any]], ages: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Counts]:
-    """The rows of ``sql.stats_all`` (session, status, n) as counts per session, by name, with
-    the age of each session's oldest available lead from those of ``sql.oldest_available``."""
+    """The rows of ``statements.stats_all`` (session, status, n) as counts per session, by
+    name, with the age of each session's oldest available lead from those of
+    ``statements.oldest_available``."""
     by_session: dict[str, dict[str, int]] = {}
     for row in rows:
         by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
@@ -129,7 +132,7 @@ def counts_by_session(
 
 
 def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
-    """A row of ``sql.settings_get`` or ``settings_all`` as settings; None: the defaults."""
+    """A row of ``statements.settings_get`` or ``settings_all`` as settings; None: the defaults."""
     if row is None:
         return SessionSettings()
     return SessionSettings(
@@ -155,8 +158,9 @@ class Leased:
 
 
 def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
-    """``leases``, and what ``sql.lease_limited``'s answer (``gate``, any of its rows) says held
-    the session back once they were taken: no room under its cap, no whole token left."""
+    """``leases``, and what ``statements.lease_limited``'s answer (``gate``, any of its rows)
+    says held the session back once they were taken: no room under its cap, no whole token
+    left."""
     room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
     capped = room is not None and room <= len(leases)
     left = None if tokens is None else tokens - len(leases)
@@ -166,7 +170,7 @@ def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
 
 @dataclass(frozen=True, slots=True)
 class _Renewing:
-    """One caller's renewals, checked: the columns of ``sql.renew_many``."""
+    """One caller's renewals, checked: the columns of ``statements.renew_many``."""
 
     ids: list[int]
     tokens: list[str]
@@ -200,12 +204,12 @@ def _lead_ids(call: _Renewing) -> frozenset[Hashable]:
 
 
 class Queue:
-    """The lease queue over one PostgreSQL database (``app.pg.Database``).
+    """The lease queue over one PostgreSQL database (``app.store.pool.Database``).
 
     Every statement goes through the database's one error mapping and
     cancellation shield: an outage or an exhausted pool is Unavailable.
     With ``group_commit`` (the default), concurrent renewals, completions and
-    plain leases of one session share statements (``app.group_commit``).
+    plain leases of one session share statements (``app.store.group_commit``).
     """
 
     def __init__(
@@ -267,7 +271,7 @@ class Queue:
         """Queue up to 1,000 leads; a key already in the session is not pushed again.
 
         With an ``idempotency_key`` the push happens once: the same push again
-        with that key gets the first answer (``app.idempotency``). Raises
+        with that key gets the first answer (``app.domain.idempotency``). Raises
         InvalidInput (nothing written) for a bad session, lead or key.
         """
         validation.session(session)
@@ -296,11 +300,11 @@ class Queue:
         }
 
         async def insert(conn: Connection) -> PushResult:
-            inserted = await execute(conn, sql.push(self.ledger), params)
+            inserted = await execute(conn, statements.push(self.ledger), params)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
                 found = await execute(
-                    conn, sql.existing_keys(), {"session": session, "keys": missing}
+                    conn, statements.existing_keys(), {"session": session, "keys": missing}
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
             return _push_result(leads, inserting, inserted, id_by_key)
@@ -402,7 +406,7 @@ class Queue:
 
         async def lease(conn: Connection) -> Leased:
             if session not in self._limited:
-                rows = await execute(conn, sql.lease_next(self.ledger), params)
+                rows = await execute(conn, statements.lease_next(self.ledger), params)
                 if not rows or not rows[0]["limited"]:
                     return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
                 self._limited.add(session)
@@ -424,7 +428,7 @@ class Queue:
         async def decode(conn: Connection, answer: Any) -> Leased:
             ids, tokens = zip(*answer["leases"], strict=True)
             held = {"ids": list(ids), "tokens": list(tokens), "now": now}
-            rows = await execute(conn, sql.valid_leases(), held)
+            rows = await execute(conn, statements.valid_leases(), held)
             return Leased([_lease(row, answer["ttl_s"]) for row in rows])
 
         if request is None:
@@ -446,7 +450,7 @@ class Queue:
         self, key: tuple[str, datetime | None], calls: Sequence[_Leasing]
     ) -> list[Leased | None]:
         """One lease statement for the callers of one session, each its own leases in its
-        turn (``sql.lease_group``; ``lease_next`` for a caller alone). None for every caller
+        turn (``statements.lease_group``; ``lease_next`` for a caller alone). None for every caller
         when the session turned out limited: each then leases through the limited path."""
         session, now = key
         params: dict[str, Any] = {
@@ -458,11 +462,11 @@ class Queue:
         if len(calls) == 1:
             [call] = calls
             params.update(owner=call.owner, ttl_s=call.ttl)
-            statement = sql.lease_next(self.ledger)
+            statement = statements.lease_next(self.ledger)
         else:
             params["owners"] = [call.owner for call in calls for _ in range(call.max)]
             params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
-            statement = sql.lease_group(self.ledger)
+            statement = statements.lease_group(self.ledger)
         rows = await self._rows(statement, params)
         if rows and rows[0]["limited"]:
             self._limited.add(session)
@@ -478,11 +482,11 @@ class Queue:
     async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
         """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
         async with conn.transaction():
-            if await execute(conn, sql.lock_settings(), params):
-                rows = await execute(conn, sql.lease_limited(self.ledger), params)
+            if await execute(conn, statements.lock_settings(), params):
+                rows = await execute(conn, statements.lease_limited(self.ledger), params)
             else:  # its limits were lifted
                 self._limited.discard(params["session"])
-                rows = await execute(conn, sql.lease_next(self.ledger), params)
+                rows = await execute(conn, statements.lease_next(self.ledger), params)
         leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
         return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
 
@@ -547,7 +551,7 @@ class Queue:
             "checkpoints": [checkpoint for call in calls for checkpoint in call.checkpoints],
             "now": now,
         }
-        rows = await self._rows(sql.renew_many(), params)
+        rows = await self._rows(statements.renew_many(), params)
         renewed = {(row["id"], row["token"]): row for row in rows}
         answers: list[list[ItemResult]] = []
         for call in calls:
@@ -648,7 +652,7 @@ class Queue:
             "errors": [item.error for item in items],
             "now": now,
         }
-        rows = await self._rows(sql.complete_many(self.ledger, lean=lean), params)
+        rows = await self._rows(statements.complete_many(self.ledger, lean=lean), params)
         done = {row["item"]: None if lean else _lead(row) for row in rows}
         if refused := [i for i in range(len(items)) if i not in done]:
             again = {
@@ -657,7 +661,7 @@ class Queue:
                 "statuses": [items[i].status for i in refused],
                 "items": refused,
             }
-            rows = await self._rows(sql.completed_already(lean=lean), again)
+            rows = await self._rows(statements.completed_already(lean=lean), again)
             done.update({row["item"]: None if lean else _lead(row) for row in rows})
         answers: list[dict[int, Lead | None]] = []
         start = 0
@@ -686,7 +690,7 @@ class Queue:
         delay = validation.delay(delay_s)
         validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
         params = {"lead_id": lead_id, "token": token, "delay_s": delay, "error": error, "now": now}
-        rows = await self._rows(sql.release(self.ledger), params)
+        rows = await self._rows(statements.release(self.ledger), params)
         if not rows:
             raise LeaseLost()
         return _lead(rows[0])
@@ -696,11 +700,13 @@ class Queue:
     async def sweep(self, session: str, *, now: datetime | None = None) -> SweepResult:
         """Requeue one session's expired leases (failed at max_attempts); others untouched."""
         validation.session(session)
-        return await self._sweep(sql.sweep(self.ledger, scoped=True), {"session": session}, now)
+        return await self._sweep(
+            statements.sweep(self.ledger, scoped=True), {"session": session}, now
+        )
 
     async def sweep_all(self, *, now: datetime | None = None) -> SweepResult:
         """Requeue expired leases in every session: boot recovery and the background sweeper."""
-        return await self._sweep(sql.sweep(self.ledger, scoped=False), {}, now)
+        return await self._sweep(statements.sweep(self.ledger, scoped=False), {}, now)
 
     async def _sweep(self, stmt: str, params: dict[str, Any], now: datetime | None) -> SweepResult:
         """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
@@ -720,7 +726,7 @@ class Queue:
         """
         promoted = 0
         while True:
-            [row] = await self._rows(sql.promote(), {"now": now, "limit": PROMOTE_BATCH})
+            [row] = await self._rows(statements.promote(), {"now": now, "limit": PROMOTE_BATCH})
             promoted += int(row["promoted"])
             if row["promoted"] < PROMOTE_BATCH:
                 return promoted
@@ -745,7 +751,7 @@ class Queue:
         params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": limit}
         if session is not None:
             params["session"] = validation.session(session)
-        stmt = sql.prune(scoped=session is not None)
+        stmt = statements.prune(scoped=session is not None)
         pruned = 0
         while True:
             [row] = await self._rows(stmt, params)
@@ -761,7 +767,7 @@ class Queue:
         params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": batch}
         pruned = 0
         while True:
-            [row] = await self._rows(sql.prune_keys(), params)
+            [row] = await self._rows(statements.prune_keys(), params)
             pruned += int(row["pruned"])
             if row["pruned"] < batch:
                 return pruned
@@ -769,22 +775,26 @@ class Queue:
     async def fold_counts(self) -> None:
         """Keep ``lead_counts`` small: fold its slots into one row per session and status, and
         forget the counts that came to zero (the pruner's; the counts read the same after)."""
-        await self._rows(sql.fold_counts(), {})
-        await self._rows(sql.forget_zero_counts(), {})
+        await self._rows(statements.fold_counts(), {})
+        await self._rows(statements.forget_zero_counts(), {})
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".
 
         Raises NotFound, or Conflict if the lead is terminal.
         """
-        return await self._operator(sql.cancel(self.ledger), lead_id, now, "cancel", "terminal")
+        return await self._operator(
+            statements.cancel(self.ledger), lead_id, now, "cancel", "terminal"
+        )
 
     async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Queue a failed lead again (dead-letter replay).
 
         Raises NotFound, or Conflict if the lead is not failed.
         """
-        return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
+        return await self._operator(
+            statements.retry(self.ledger), lead_id, now, "retry", "not failed"
+        )
 
     async def _operator(
         self, stmt: str, lead_id: int, now: datetime | None, verb: str, why: str
@@ -801,7 +811,7 @@ class Queue:
     async def get(self, lead_id: int) -> Lead:
         """One lead by id. Raises NotFound."""
         validation.lead_id(lead_id)
-        rows = await self._rows(sql.get(), {"lead_id": lead_id})
+        rows = await self._rows(statements.get(), {"lead_id": lead_id})
         if not rows:
             raise NotFound(f"no lead {lead_id}")
         return _lead(rows[0])
@@ -810,7 +820,7 @@ class Queue:
         """Lead counts by status in one session (all zero for an unknown session), with the age
         of its oldest lead that could be leased now."""
         validation.session(session)
-        rows = await self._rows(sql.stats(), {"session": session, "now": now})
+        rows = await self._rows(statements.stats(), {"session": session, "now": now})
         counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
         return Counts(**counts, oldest_available_age_s=rows[0]["age_s"])
 
@@ -818,8 +828,8 @@ class Queue:
         """Lead counts per session, and their total; each with its oldest available lead's age."""
 
         async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
-            counts = await execute(conn, sql.stats_all())
-            return counts, await execute(conn, sql.oldest_available(), {"now": now})
+            counts = await execute(conn, statements.stats_all())
+            return counts, await execute(conn, statements.oldest_available(), {"now": now})
 
         counts, ages = await self.db.run(read)
         sessions = counts_by_session(counts, ages)
@@ -827,7 +837,7 @@ class Queue:
 
     async def available(self, *, now: datetime | None = None) -> dict[str, float]:
         """The sessions with a lead that could be leased now, and that lead's age in seconds."""
-        rows = await self._rows(sql.oldest_available(), {"now": now})
+        rows = await self._rows(statements.oldest_available(), {"now": now})
         return {row["session"]: float(row["age_s"]) for row in rows}
 
     # -- settings ----------------------------------------------------------
@@ -835,13 +845,14 @@ class Queue:
     async def settings(self, session: str) -> SessionSettings:
         """A session's settings (the defaults for one never set)."""
         validation.session(session)
-        rows = await self._rows(sql.settings_get(), {"session": session})
+        rows = await self._rows(statements.settings_get(), {"session": session})
         return settings_of(rows[0] if rows else None)
 
     async def settings_all(self) -> dict[str, SessionSettings]:
         """The settings of every session they were set for, by name."""
         return {
-            row["session"]: settings_of(row) for row in await self._rows(sql.settings_all(), {})
+            row["session"]: settings_of(row)
+            for row in await self._rows(statements.settings_all(), {})
         }
 
     async def put_settings(
@@ -859,14 +870,14 @@ class Queue:
 
         async def store(conn: Connection) -> SessionSettings:
             async with conn.transaction():
-                await execute(conn, sql.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
-                await execute(conn, sql.settings_barrier())
-                [row] = await execute(conn, sql.settings_put(), params)
+                await execute(conn, statements.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
+                await execute(conn, statements.settings_barrier())
+                [row] = await execute(conn, statements.settings_put(), params)
             return settings_of(row)
 
         return await self.db.run(store)
 
     async def db_now(self) -> datetime:
         """The database clock (tests build injected instants from it)."""
-        [row] = await self._rows(sql.db_now(), {})
+        [row] = await self._rows(statements.db_now(), {})
         return row["now"]  # type: ignore[no-any-return]
