@@ -1,4 +1,4 @@
-"""The system programs some tests drive (Chromium, PgBouncer): found, or the test skips.
+"""The system programs some tests drive (Chromium, PgBouncer, Citus): found, or the test skips.
 
 A test that needs a program the machine lacks skips with one line saying what
 to install. With ``LEASEQ_TEST_REQUIRE_SYSTEM_PACKAGES=1`` (``.ci/run`` sets
@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from typing import NoReturn
 
 import pytest
 
@@ -69,6 +70,11 @@ def need(program: Program) -> str:
     found = program.find()
     if found is not None:
         return found
+    unavailable(program.missing())
+
+
+def unavailable(missing: str) -> NoReturn:
+    """Skip the test, saying in one line what is missing; fail it instead under CI's switch."""
     if required():
-        pytest.fail(f"{program.missing()} ({REQUIRE_ENV}=1)", pytrace=False)
-    pytest.skip(program.missing())
+        pytest.fail(f"{missing} ({REQUIRE_ENV}=1)", pytrace=False)
+    pytest.skip(missing)

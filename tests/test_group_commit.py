@@ -440,11 +440,12 @@ async def test_32_concurrent_completions_each_get_their_own_answer(db: Database)
     assert [row[1] for row in ledger if row[0] == 17] == ["pushed", "leased", "completed"]
 
 
-async def test_calls_that_arrive_while_a_completion_runs_wait_and_go_as_one(
+async def test_a_completion_whose_row_is_locked_waits_alone_and_the_rest_go_on(
     db: Database, database_url: str
 ) -> None:
-    """A completion held on a row lock: the 31 that come meanwhile are not sent until it ends,
-    then go as one statement."""
+    """A completion of a row another transaction holds is skipped by its group and sent again
+    alone, which waits for the lock; the 31 that come meanwhile go as one statement and are
+    answered while the lock is still held."""
     queue = Queue(db)
     await queue.push("s", leads(CALLERS), now=T0)
     held = await queue.lease_next("s", "w", max=CALLERS, ttl_s=60, now=at(1))
@@ -458,15 +459,15 @@ async def test_calls_that_arrive_while_a_completion_runs_wait_and_go_as_one(
                 return bool(await fetch(db, WAITING_ON_A_LOCK))
 
             await until(waiting_on_the_lock, within_s=DEADLINE_S)
-            rest = [
-                asyncio.create_task(queue.complete(lease.lead.id, lease.token, now=NOW))
-                for lease in held[1:]
-            ]
-            await turns(5)
-            assert since("complete", before) == (1, 1)  # the rest wait for the one running
-        done = await asyncio.wait_for(asyncio.gather(first, *rest), DEADLINE_S)
-    assert [lead.status for lead in done] == ["done"] * CALLERS
-    assert since("complete", before) == (2, CALLERS)
+            assert since("complete", before) == (1, 1)  # its group; the wait is its own
+            rest = [queue.complete(lease.lead.id, lease.token, now=NOW) for lease in held[1:]]
+            done = await asyncio.wait_for(asyncio.gather(*rest), DEADLINE_S)
+            assert [lead.status for lead in done] == ["done"] * (CALLERS - 1)
+            assert since("complete", before) == (2, CALLERS)  # the 31 went as one
+            assert not first.done()
+        lead = await asyncio.wait_for(first, DEADLINE_S)
+    assert lead.status == "done"
+    assert since("complete", before) == (2, CALLERS)  # sent again alone, outside the groups
 
 
 async def test_a_lone_call_on_an_idle_queue_goes_alone(queue: Queue) -> None:

@@ -1,6 +1,6 @@
 """A session's settings over their whole ranges (``leaseq.limits``), and rows outside them.
 
-The token bucket's arithmetic (``sql.lease_limited``) is proved by hypothesis on the real
+The token bucket's arithmetic (``statements.lease_limited``) is proved by hypothesis on the real
 statements on PostgreSQL: settings at the edges of each range and between, the injected
 database clock moved from nothing to years between leases, buckets empty, full and between.
 No statement ever fails, the bucket never grants more than its rate and burst allow (nor

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -28,43 +29,34 @@ log = logging.getLogger("leaseq.api")
 MEDIA_TYPE = "application/problem+json"
 RETRY_AFTER_S = 1
 
-STATUS_BY_CODE: dict[str, int] = {
-    "lease_lost": 409,
-    "not_found": 404,
-    "validation_error": 422,
-    "conflict": 409,
-    "incomplete_body": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "payload_too_large": 413,
-    "unsupported_media_type": 415,
-    "unavailable": 503,
+
+@dataclass(frozen=True)
+class Code:
+    """One stable problem code: its HTTP status and title, and whether it is the code of a
+    framework error (unknown route, wrong method, ...) answered with that status."""
+
+    status: int
+    title: str
+    for_status: bool = False
+
+
+# Every code an answer may carry (docs/contract.md#error-codes), named once.
+CODES: dict[str, Code] = {
+    "lease_lost": Code(409, "Lease lost"),
+    "not_found": Code(404, "Not found", for_status=True),
+    "validation_error": Code(422, "Invalid input", for_status=True),
+    "conflict": Code(409, "Conflict", for_status=True),
+    "incomplete_body": Code(400, "Incomplete body"),
+    "unauthorized": Code(401, "Unauthorized", for_status=True),
+    "forbidden": Code(403, "Forbidden", for_status=True),
+    "payload_too_large": Code(413, "Payload too large", for_status=True),
+    "unsupported_media_type": Code(415, "Unsupported media type", for_status=True),
+    "unavailable": Code(503, "Service unavailable", for_status=True),
+    "method_not_allowed": Code(405, "Method not allowed", for_status=True),
+    "internal_error": Code(500, "Internal server error"),
 }
-CODE_BY_STATUS: dict[int, str] = {
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    422: "validation_error",
-    503: "unavailable",
-}
-TITLES: dict[str, str] = {
-    "lease_lost": "Lease lost",
-    "not_found": "Not found",
-    "validation_error": "Invalid input",
-    "conflict": "Conflict",
-    "incomplete_body": "Incomplete body",
-    "unauthorized": "Unauthorized",
-    "forbidden": "Forbidden",
-    "payload_too_large": "Payload too large",
-    "unavailable": "Service unavailable",
-    "method_not_allowed": "Method not allowed",
-    "unsupported_media_type": "Unsupported media type",
-    "internal_error": "Internal server error",
-}
+# A framework error's code, by the status it was raised with.
+CODE_BY_STATUS: dict[int, str] = {c.status: name for name, c in CODES.items() if c.for_status}
 
 
 class Problem(BaseModel):
@@ -98,7 +90,7 @@ def problem(
     """A problem+json answer."""
     body: dict[str, Any] = {
         "type": f"urn:leaseq:problem:{code}",
-        "title": TITLES.get(code, code.replace("_", " ").capitalize()),
+        "title": CODES[code].title if code in CODES else code.replace("_", " ").capitalize(),
         "status": status,
     }
     if detail is not None:
@@ -112,7 +104,7 @@ def responses(*codes: str) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for a route that may answer these problem codes."""
     answers: dict[int | str, dict[str, Any]] = {}
     for code in codes:
-        status = STATUS_BY_CODE[code]
+        status = CODES[code].status
         described = answers.setdefault(
             status,
             {"content": {MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}, "description": ""},
@@ -147,7 +139,7 @@ async def _domain_error(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, LeaseqError)
     if exc.code == "unavailable":
         return unavailable(exc.detail)
-    status = STATUS_BY_CODE.get(exc.code, 400)
+    status = CODES[exc.code].status if exc.code in CODES else 400
     field = getattr(exc, "field", None)
     if field is not None:
         loc = field.replace("[", ".").replace("]", "").split(".")

@@ -30,28 +30,39 @@ from leaseq.errors import Unavailable, first_line
 DATABASE = "Database"
 LOOK_ELSEWHERE = "is this the service's database? set LEASEQ_DATABASE_URL or --data-dir"
 
-DatabaseUrl = typer.Option(
-    None,
-    "--database-url",
-    envvar="LEASEQ_DATABASE_URL",
-    metavar="URL",
-    rich_help_panel=DATABASE,
-    help="PostgreSQL URL (unset: the embedded PostgreSQL in --data-dir).",
-)
-
 
 def default(name: str) -> str:
     """A Settings default, for help texts (named once, in app.config)."""
     return str(Settings.model_fields[name].get_default(call_default_factory=True))
 
 
-DataDir = typer.Option(
-    None,
+def setting_option(field: str, *flags: str, panel: str, help: str, **extra: Any) -> Any:
+    """The flag of the ``Settings`` field ``field``: None when not given (its variable, then
+    its default, rule), its ``LEASEQ_*`` variable named after the field, and ``{default}`` in
+    ``help`` the field's default, so a flag spells out none of these again."""
+    return typer.Option(
+        None,
+        *flags,
+        envvar=f"LEASEQ_{field.upper()}",
+        rich_help_panel=panel,
+        help=help.format(default=default(field)),
+        **extra,
+    )
+
+
+DatabaseUrl = setting_option(
+    "database_url",
+    "--database-url",
+    metavar="URL",
+    panel=DATABASE,
+    help="PostgreSQL URL (unset: the embedded PostgreSQL in --data-dir).",
+)
+DataDir = setting_option(
+    "data_dir",
     "--data-dir",
-    envvar="LEASEQ_DATA_DIR",
     metavar="DIR",
-    rich_help_panel=DATABASE,
-    help=f"The embedded PostgreSQL's data (default {default('data_dir')}).",
+    panel=DATABASE,
+    help="The embedded PostgreSQL's data (default {default}).",
 )
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 
-from app.cli.database import DATABASE, DatabaseUrl, DataDir, default, settings_of
+from app.cli.database import DATABASE, DatabaseUrl, DataDir, setting_option, settings_of
+from app.config import Settings
 from leaseq.cli.output import EXIT_USAGE, fail, one_line_errors, say
 
 cli = typer.Typer(add_completion=False)
@@ -40,48 +41,34 @@ GRACEFUL_TIMEOUT_S = 10
 )
 def serve(
     ctx: typer.Context,
-    host: str | None = typer.Option(
-        None,
-        envvar="LEASEQ_HOST",
-        metavar="HOST",
-        rich_help_panel=SERVICE,
-        help=f"Address to listen on (default {default('host')}).",
+    host: str | None = setting_option(
+        "host", metavar="HOST", panel=SERVICE, help="Address to listen on (default {default})."
     ),
-    port: int | None = typer.Option(
-        None,
-        envvar="LEASEQ_PORT",
-        metavar="PORT",
-        rich_help_panel=SERVICE,
-        help=f"Port to listen on (default {default('port')}).",
+    port: int | None = setting_option(
+        "port", metavar="PORT", panel=SERVICE, help="Port to listen on (default {default})."
     ),
-    workers: int | None = typer.Option(
-        None,
-        envvar="LEASEQ_WORKERS",
-        metavar="N",
-        rich_help_panel=SERVICE,
-        help=f"Server processes (default {default('workers')}).",
+    workers: int | None = setting_option(
+        "workers", metavar="N", panel=SERVICE, help="Server processes (default {default})."
     ),
     database_url: str | None = DatabaseUrl,
-    listen_database_url: str | None = typer.Option(
-        None,
-        envvar="LEASEQ_LISTEN_DATABASE_URL",
+    listen_database_url: str | None = setting_option(
+        "listen_database_url",
         metavar="URL",
-        rich_help_panel=DATABASE,
+        panel=DATABASE,
         help="A direct connection for LISTEN when --database-url goes through a pooler.",
     ),
     data_dir: Path | None = DataDir,
-    lease_ttl: float | None = typer.Option(
-        None,
-        envvar="LEASEQ_LEASE_TTL_S",
+    lease_ttl_s: float | None = setting_option(
+        "lease_ttl_s",
+        "--lease-ttl",
         metavar="SECONDS",
-        rich_help_panel=QUEUE,
-        help=f"Lease seconds when a worker asks for none (default {default('lease_ttl_s')}).",
+        panel=QUEUE,
+        help="Lease seconds when a worker asks for none (default {default}).",
     ),
-    api_tokens: str | None = typer.Option(
-        None,
-        envvar="LEASEQ_API_TOKENS",
+    api_tokens: str | None = setting_option(
+        "api_tokens",
         metavar="TOKENS",
-        rich_help_panel=SERVICE,
+        panel=SERVICE,
         help="Comma-separated bearer tokens (default: no auth).",
     ),
     token: list[str] | None = typer.Option(
@@ -91,36 +78,33 @@ def serve(
         rich_help_panel=SERVICE,
         help="A bearer token the service accepts; repeat for several.",
     ),
-    allowed_hosts: str | None = typer.Option(
-        None,
-        envvar="LEASEQ_ALLOWED_HOSTS",
+    allowed_hosts: str | None = setting_option(
+        "allowed_hosts",
         metavar="NAMES",
-        rich_help_panel=SERVICE,
+        panel=SERVICE,
         help=(
             "Comma-separated Host names served without tokens besides loopback ones "
             "(DNS rebinding guard); * serves any."
         ),
     ),
-    sweep_interval: float | None = typer.Option(
-        None,
-        envvar="LEASEQ_SWEEP_INTERVAL_S",
+    sweep_interval_s: float | None = setting_option(
+        "sweep_interval_s",
+        "--sweep-interval",
         metavar="SECONDS",
-        rich_help_panel=QUEUE,
-        help=f"Seconds between background sweeps (default {default('sweep_interval_s')}).",
+        panel=QUEUE,
+        help="Seconds between background sweeps (default {default}).",
     ),
-    ledger: bool | None = typer.Option(
-        None,
+    ledger: bool | None = setting_option(
+        "ledger",
         "--ledger/--no-ledger",
-        envvar="LEASEQ_LEDGER",
-        rich_help_panel=QUEUE,
+        panel=QUEUE,
         help="Write the lead_events audit log (default on); off trades it for speed.",
         show_default=False,
     ),
-    group_commit: bool | None = typer.Option(
-        None,
+    group_commit: bool | None = setting_option(
+        "group_commit",
         "--group-commit/--no-group-commit",
-        envvar="LEASEQ_GROUP_COMMIT",
-        rich_help_panel=QUEUE,
+        panel=QUEUE,
         help=(
             "Send the renewals, completions and leases that arrive while one of their kind "
             "runs together, as one statement (default on)."
@@ -168,20 +152,11 @@ def serve(
     if token and source is not None and source.name == "ENVIRONMENT":
         api_tokens = None  # --token flags win over LEASEQ_API_TOKENS
     tokens = [t for t in [*(api_tokens or "").split(","), *(token or [])] if t.strip()]
+    # Every flag named after a Settings field is that setting (None: not given).
     given: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "workers": workers,
-        "database_url": database_url,
-        "listen_database_url": listen_database_url,
-        "data_dir": data_dir,
-        "lease_ttl_s": lease_ttl,
-        "api_tokens": ",".join(tokens) if api_tokens is not None or token else None,
-        "allowed_hosts": allowed_hosts,
-        "sweep_interval_s": sweep_interval,
-        "ledger": ledger,
-        "group_commit": group_commit,
+        name: value for name, value in ctx.params.items() if name in Settings.model_fields
     }
+    given["api_tokens"] = ",".join(tokens) if api_tokens is not None or token else None
     with one_line_errors():
         settings = settings_of(**given)
     options = ServeOptions(

@@ -21,7 +21,10 @@ push or lease with an idempotency key runs in a transaction with its key
 Group commit (``app.store.group_commit``, on unless ``group_commit=False``): renewals,
 completions and plain leases of one session that arrive while a statement of
 their kind runs go together as the next one; each caller still gets its own
-answer, checked on its own before it joins.
+answer, checked on its own before it joins. A grouped renewal or completion skips
+the rows another transaction holds; their callers send those items again alone,
+waiting for the row (one more round trip, for them only), so a lead locked from
+outside holds up no caller but its own.
 
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
@@ -31,11 +34,12 @@ Knows nothing of HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from itertools import chain
+from itertools import accumulate, chain
 from typing import Any
 
 from app import metrics
@@ -71,6 +75,10 @@ SETTINGS_LOCK_TIMEOUT = "2s"
 # Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
 # that do not fit go in the next group.
 MAX_GROUP_ITEMS = 1000
+# At most this share of the pool's connections waits on rows another transaction holds (the
+# renewals and completions sent again alone); the rest of those callers wait for a turn
+# without a connection, so many held rows cannot take the pool from everyone else.
+HELD_ROWS_POOL_SHARE = 4
 
 
 def new_token() -> str:
@@ -177,6 +185,15 @@ class _Renewing:
     ttls: list[float]
     checkpoints: list[str | None]
 
+    def only(self, positions: Sequence[int]) -> _Renewing:
+        """The renewals at ``positions``, in that order."""
+        return _Renewing(
+            [self.ids[i] for i in positions],
+            [self.tokens[i] for i in positions],
+            [self.ttls[i] for i in positions],
+            [self.checkpoints[i] for i in positions],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _Completing:
@@ -185,6 +202,31 @@ class _Completing:
     items: Sequence[CompleteItem]
     results: list[str | None]
     lean: bool
+
+    def only(self, positions: Sequence[int]) -> _Completing:
+        """The completions at ``positions``, in that order."""
+        items = [self.items[i] for i in positions]
+        return _Completing(items, [self.results[i] for i in positions], self.lean)
+
+
+# What a grouped renewal or completion answers its caller: its answer, and the positions of
+# its items whose row another transaction held (``statements._busy_answer``): those the caller sends
+# again alone, so only it waits for that transaction.
+Renewed = tuple[list[ItemResult], list[int]]
+Completed = tuple[dict[int, Lead | None], list[int]]
+
+
+def _per_caller(positions: Iterable[int], sizes: Sequence[int]) -> list[list[int]]:
+    """Positions over the items of all callers, as each caller's own (``sizes``: its items)."""
+    mine: list[list[int]] = [[] for _ in sizes]
+    ends = list(accumulate(sizes))
+    caller = start = 0
+    for position in sorted(positions):
+        while position >= ends[caller]:
+            start = ends[caller]
+            caller += 1
+        mine[caller].append(position - start)
+    return mine
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +272,9 @@ class Queue:
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
+        self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
         # Keyed by the injected instant (None in production): calls of one instant only.
-        self._renewals: Grouper[datetime | None, _Renewing, list[ItemResult]] = Grouper(
+        self._renewals: Grouper[datetime | None, _Renewing, Renewed] = Grouper(
             self._renew_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.ids),
@@ -239,7 +282,7 @@ class Queue:
             on_group=metrics.GROUP_SIZES.labels("renew").observe,
             enabled=group_commit,
         )
-        self._completions: Grouper[datetime | None, _Completing, dict[int, Lead | None]] = Grouper(
+        self._completions: Grouper[datetime | None, _Completing, Completed] = Grouper(
             self._complete_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.items),
@@ -538,12 +581,22 @@ class Queue:
         call = _Renewing(
             [item.lead_id for item in items], [item.token for item in items], ttls, checkpoints
         )
-        return await self._renewals.submit(now, call)
+        answers, busy = await self._renewals.submit(now, call)
+        if busy:  # rows another transaction holds: wait for them, alone
+            async with self._held_rows:
+                [(again, _)] = await self._renew_group(now, [call.only(busy)], skip_locked=False)
+            for position, answer in zip(busy, again, strict=True):
+                answers[position] = answer
+        return answers
 
     async def _renew_group(
-        self, now: datetime | None, calls: Sequence[_Renewing]
-    ) -> list[list[ItemResult]]:
-        """One ``renew_many`` for the renewals of every caller (no lead in two of them)."""
+        self, now: datetime | None, calls: Sequence[_Renewing], *, skip_locked: bool = True
+    ) -> list[Renewed]:
+        """One ``renew_many`` for the renewals of every caller (no lead in two of them).
+
+        Grouped, it skips the rows another transaction holds (their items come back busy, to
+        be sent again alone); ``skip_locked=False`` waits for them.
+        """
         params = {
             "ids": [lead_id for call in calls for lead_id in call.ids],
             "tokens": [token for call in calls for token in call.tokens],
@@ -551,18 +604,20 @@ class Queue:
             "checkpoints": [checkpoint for call in calls for checkpoint in call.checkpoints],
             "now": now,
         }
-        rows = await self._rows(statements.renew_many(), params)
-        renewed = {(row["id"], row["token"]): row for row in rows}
-        answers: list[list[ItemResult]] = []
-        for call in calls:
-            answers.append([])
+        rows = await self._rows(statements.renew_many(skip_locked=skip_locked), params)
+        renewed = {(row["id"], row["token"]): row for row in rows if row["id"] is not None}
+        busy = _per_caller(rows[0]["busy"] if skip_locked else [], [len(c.ids) for c in calls])
+        answers: list[Renewed] = []
+        for call, held in zip(calls, busy, strict=True):
+            mine: list[ItemResult] = []
             for lead_id, token in zip(call.ids, call.tokens, strict=True):
                 row = renewed.get((lead_id, token))
-                if row is None:
-                    answers[-1].append(ItemResult(lead_id, False, code=LeaseLost.code))
+                if row is None:  # lost, or held (then answered by the renewal sent alone)
+                    mine.append(ItemResult(lead_id, False, code=LeaseLost.code))
                 else:
                     expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
-                    answers[-1].append(ItemResult(lead_id, True, expires_at=expires_at, ttl_s=ttl))
+                    mine.append(ItemResult(lead_id, True, expires_at=expires_at, ttl_s=ttl))
+            answers.append((mine, held))
         return answers
 
     async def complete(
@@ -629,13 +684,21 @@ class Queue:
             for i, item in enumerate(items)
         ]
         call = _Completing(items, results, lean=batch)
-        return await self._completions.submit(now, call)
+        done, busy = await self._completions.submit(now, call)
+        if busy:  # rows another transaction holds: wait for them, alone
+            async with self._held_rows:
+                [(again, _)] = await self._complete_group(now, [call.only(busy)], skip_locked=False)
+            done.update({busy[i]: lead for i, lead in again.items()})
+        return done
 
     async def _complete_group(
-        self, now: datetime | None, calls: Sequence[_Completing]
-    ) -> list[dict[int, Lead | None]]:
+        self, now: datetime | None, calls: Sequence[_Completing], *, skip_locked: bool = True
+    ) -> list[Completed]:
         """One ``complete_many`` for the items of every caller, then one ``completed_already``
         for those it refused; each caller's answer by its own item positions.
+
+        Grouped, it skips the rows another transaction holds: their items are neither done
+        nor refused but busy, to be sent again alone; ``skip_locked=False`` waits for them.
 
         A lease named twice (a retry racing its original, in one group or one batch) is
         completed at its first item; the later one is then found done by the same
@@ -652,9 +715,13 @@ class Queue:
             "errors": [item.error for item in items],
             "now": now,
         }
-        rows = await self._rows(statements.complete_many(self.ledger, lean=lean), params)
-        done = {row["item"]: None if lean else _lead(row) for row in rows}
-        if refused := [i for i in range(len(items)) if i not in done]:
+        statement = statements.complete_many(self.ledger, lean=lean, skip_locked=skip_locked)
+        rows = await self._rows(statement, params)
+        done = {
+            row["item"]: None if lean else _lead(row) for row in rows if row["item"] is not None
+        }
+        held = set(rows[0]["busy"]) if skip_locked else set()
+        if refused := [i for i in range(len(items)) if i not in done and i not in held]:
             again = {
                 "ids": [items[i].lead_id for i in refused],
                 "tokens": [items[i].token for i in refused],
@@ -663,11 +730,11 @@ class Queue:
             }
             rows = await self._rows(statements.completed_already(lean=lean), again)
             done.update({row["item"]: None if lean else _lead(row) for row in rows})
-        answers: list[dict[int, Lead | None]] = []
+        answers: list[Completed] = []
         start = 0
-        for call in calls:
+        for call, busy in zip(calls, _per_caller(held, [len(c.items) for c in calls]), strict=True):
             end = start + len(call.items)
-            answers.append({i - start: done[i] for i in range(start, end) if i in done})
+            answers.append(({i - start: done[i] for i in range(start, end) if i in done}, busy))
             start = end
         return answers
 

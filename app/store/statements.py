@@ -290,29 +290,66 @@ FROM promoted
 _VALID_LEASE = f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > {NOW}"
 
 
-@cache
-def renew_many() -> str:
-    """Extend each valid lease of the batch; the rows returned are the ones that were valid.
+# A grouped statement locks the rows it changes first, skipping those another transaction
+# holds (an operator's SELECT … FOR UPDATE, a slow migration): it never waits on a row lock,
+# so one locked lead cannot hold up the other callers of its group nor the groups after.
+_LOCKED = f"""
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE {_VALID_LEASE}
+    FOR UPDATE OF l SKIP LOCKED
+),"""
 
-    An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
-    """
+
+def _busy_answer(changed: str, items: str, columns: str) -> str:
+    """``columns`` of every row of ``changed``, each with ``busy``: the positions (from 0) of
+    the items of ``items`` whose lease was valid but whose row another transaction held, so it
+    was skipped; one row of NULLs and ``busy`` when nothing changed. The caller sends those
+    items again with the plain statement, which waits for the row."""
     return f"""
-WITH req AS (
-    SELECT * FROM unnest(
-        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
-    ) AS r(lead_id, token, ttl_s, checkpoint)
-)
-UPDATE leads AS l
-SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW},
-    checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
-FROM req
-WHERE l.id = req.lead_id AND {_VALID_LEASE}
-RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+SELECT {columns}, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM {items} AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND {_VALID_LEASE})
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN {changed} ON true
 """
 
 
 @cache
-def complete_many(ledger: bool, *, lean: bool = False) -> str:
+def renew_many(*, skip_locked: bool = False) -> str:
+    """Extend each valid lease of the batch; the rows returned are the ones that were valid.
+
+    An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
+    ``skip_locked`` (group commit): a lease whose row another transaction holds is left as it
+    is and named in ``busy`` (``_busy_answer``) instead of waited for.
+    """
+    answer = (
+        _busy_answer("renewed", "req", "renewed.*") if skip_locked else "\nSELECT * FROM renewed"
+    )
+    return f"""
+WITH req AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
+),{_LOCKED if skip_locked else ""}
+renewed AS (
+    UPDATE leads AS l
+    SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW},
+        checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    FROM req
+    WHERE l.id = req.lead_id AND {_VALID_LEASE}{_ONLY_LOCKED if skip_locked else ""}
+    RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+){answer}"""
+
+
+_ONLY_LOCKED = " AND l.id IN (SELECT id FROM locked)"
+
+
+@cache
+def complete_many(ledger: bool, *, lean: bool = False, skip_locked: bool = False) -> str:
     """Finish each valid lease of the batch with its status; returns the leads that finished.
 
     A lease given twice in one batch counts once, at its first item (``item``,
@@ -320,26 +357,33 @@ def complete_many(ledger: bool, *, lean: bool = False) -> str:
     ``lean`` returns only ``item``, for callers that need no lead back (a quarter
     less time per batch of 100 than reading every column back). The lead keeps
     the lease's token (never shown), so ``completed_already`` knows a retry.
+    ``skip_locked`` (group commit): a lease whose row another transaction holds is left
+    as it is and named, with every item of it, in ``busy`` (``_busy_answer``).
     """
     columns = "item" if lean else f"{LEAD_COLUMNS}, item"
+    answer = (
+        _busy_answer("completed", "input", columns)
+        if skip_locked
+        else f"\nSELECT {columns} FROM completed"
+    )
     return f"""
-WITH req AS (
-    SELECT DISTINCT ON (lead_id, token) * FROM unnest(
+WITH input AS (
+    SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
         %(results)s::text[], %(errors)s::text[]
     ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
-    ORDER BY lead_id, token, ord
 ),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),{_LOCKED if skip_locked else ""}
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = {NOW}
     FROM req
-    WHERE l.id = req.lead_id AND {_VALID_LEASE}
+    WHERE l.id = req.lead_id AND {_VALID_LEASE}{_ONLY_LOCKED if skip_locked else ""}
     RETURNING l.*, req.ord - 1 AS item
-){_ledger("completed", "completed", enabled=ledger)}
-SELECT {columns} FROM completed
-"""
+){_ledger("completed", "completed", enabled=ledger)}{answer}"""
 
 
 @cache
