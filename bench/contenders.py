@@ -259,7 +259,9 @@ async def _core_loop(queue: Queue, owner: str, batch: int) -> WorkerReport:
     report = WorkerReport()
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(SESSION, owner, max=batch, ttl_s=LEASE_TTL_S)
+        leases = await common.leasing_of(queue).lease_next(
+            SESSION, owner, max=batch, ttl_s=LEASE_TTL_S
+        )
         leased = time.perf_counter()
         if not leases:
             report.finished_at = time.monotonic()

@@ -58,6 +58,7 @@ from app.config import Settings
 from app.domain.queue import Queue
 from app.store import migrate
 from app.store.pool import Connection, Database, libpq_url
+from bench import common
 from leaseq.model import CompleteItem, NewLead, RenewItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -202,7 +203,9 @@ async def drain(queue: Queue, owner: str, batch: int, session: str = SESSION) ->
     done: list[int] = []
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(session, owner, max=batch, ttl_s=LEASE_TTL_S)
+        leases = await common.leasing_of(queue).lease_next(
+            session, owner, max=batch, ttl_s=LEASE_TTL_S
+        )
         leased = time.perf_counter()
         if not leases:
             return WorkerOutcome(lease_lat, complete_lat, done, time.monotonic())
@@ -485,10 +488,10 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
         state: dict[str, Any] = {}
 
         async def lease_one() -> None:
-            [state["lease"]] = await queue.lease_next(SESSION, "w", max=1)
+            [state["lease"]] = await common.leasing_of(queue).lease_next(SESSION, "w", max=1)
 
         async def lease_many() -> None:
-            state["leases"] = await queue.lease_next(SESSION, "w", max=100)
+            state["leases"] = await common.leasing_of(queue).lease_next(SESSION, "w", max=100)
 
         async def push_keyed_dupes() -> None:
             await queue.push(SESSION, [NewLead({"k": 1}, key="a"), NewLead({"k": 2}, key="b")])

@@ -115,7 +115,7 @@ async def queue_round(url: str, leads: int) -> dict[str, float]:
             await queue.push(session, [NewLead({"x": 1})] * 100)
         pushed = time.perf_counter()
         for _ in range(leads):
-            [lease] = await queue.lease_next(session, "b")
+            [lease] = await common.leasing_of(queue).lease_next(session, "b")
             await queue.complete(lease.lead.id, lease.token)
         drained = time.perf_counter()
     finally:

@@ -16,11 +16,11 @@
    each. The target: a lease across 1,000 sessions within 2 times a
    one-session lease, p50 and p99.
 2. **Sessions without limits pay nothing, in process.** The lease statement
-   as it was before fleets (``app.store.statements._lease`` without the settings probe:
+   as it was before fleets (``app.store.statements._claim_and_lease`` without the settings probe:
    the statement of revision 0004, byte for byte but the checkpoint column)
    against ``lease_next`` as it is, on a session without settings, and again
    with 1,000 other sessions capped and rate-limited in ``session_settings``;
-   and, for reference, a capped session (``Queue.lease_from``: its
+   and, for reference, a capped session (``SessionLeases.lease``: its
    transaction, lock and count). Interleaved, ``--calls`` each, through
    ``app.store.pool.Database`` as the queue runs them.
 3. **Where a one-session lease's time goes in PostgreSQL**: ``EXPLAIN
@@ -45,7 +45,8 @@ from typing import Any
 import psycopg
 
 from app.config import Settings
-from app.domain.queue import Queue, new_token
+from app.domain.queue import Queue
+from app.leasing.session import new_token
 from app.store import migrate, statements
 from app.store.pool import Database, libpq_url
 from bench import common
@@ -57,9 +58,9 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 SESSIONS = 1000
 WARM = 50
 # The lease statement of revision 0004: no settings probe, no gate.
-BEFORE = statements._lease(
+BEFORE = statements._claim_and_lease(
     True,
-    now=statements.NOW,
+    clock=statements.NOW,
     before="",
     only_if="",
     limit="%(max)s",
@@ -141,7 +142,7 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
             return lease
 
         async def capped() -> None:
-            assert (await queue.lease_from("capped", "b", max=1, ttl_s=300)).leases
+            assert await common.leasing_of(queue).lease_next("capped", "b", max=1, ttl_s=300)
 
         variants = {
             "before fleets (revision 0004's statement)": statement(BEFORE, "before"),

@@ -50,7 +50,7 @@ async def _core(url: str, n: int) -> None:
         started, cpu = time.perf_counter(), time.process_time()
         with profiler:
             for _ in range(n):
-                [lease] = await queue.lease_next(common.SESSION, "w", max=1)
+                [lease] = await common.leasing_of(queue).lease_next(common.SESSION, "w", max=1)
                 await queue.complete(lease.lead.id, lease.token)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         print(

@@ -51,7 +51,9 @@ async def _lease_calls(url: str, sessions: int, calls: int) -> dict[str, Any]:
         for _ in range(calls):
             session = "one" if sessions == 1 else f"s{rng.randrange(sessions)}"
             started = time.perf_counter()
-            [lease] = await queue.lease_next(session, "scale", max=1, ttl_s=common.LEASE_TTL_S)
+            [lease] = await common.leasing_of(queue).lease_next(
+                session, "scale", max=1, ttl_s=common.LEASE_TTL_S
+            )
             leased = time.perf_counter()
             await queue.complete(lease.lead.id, lease.token)
             lease_s.append(leased - started)

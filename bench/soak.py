@@ -48,6 +48,7 @@ from core import DEFAULT_SERVER_URL, database_for, fresh_database, machine, perc
 
 from app.domain.queue import Queue
 from app.store.pool import libpq_url
+from bench import common
 from leaseq.model import CompleteItem, NewLead
 
 SESSION = "soak"
@@ -136,7 +137,9 @@ async def produce(queue: Queue, soak: Soak, rate: float) -> None:
 async def work(queue: Queue, soak: Soak, owner: str) -> None:
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(SESSION, owner, max=soak.batch, ttl_s=300)
+        leases = await common.leasing_of(queue).lease_next(
+            SESSION, owner, max=soak.batch, ttl_s=300
+        )
         soak.lease_times.append(time.perf_counter() - started)
         if not leases:
             if not soak.producing and len(soak.completed) >= soak.pushed:

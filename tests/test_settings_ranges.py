@@ -42,7 +42,7 @@ from leaseq.limits import (
     MIN_WEIGHT,
 )
 from leaseq.model import SessionSettings
-from tests.support import T0, leads
+from tests.support import T0, across, leads, lease_from, leasing_of
 
 EXAMPLES = 60
 YEAR_S = 365 * 86400
@@ -175,7 +175,7 @@ async def check_bucket(
     now = T0
     for elapsed, asked in steps:
         now += elapsed
-        leased = await queue.lease_from(session, "w", max=asked, ttl_s=3600, now=now)
+        leased = await lease_from(queue, session, "w", max=asked, ttl_s=3600, now=now)
         room = math.inf if cap is None else cap - sum(granted)
         n = len(leased.leases)
         assert n <= min(asked, room)
@@ -280,7 +280,7 @@ async def check_stored(
     now, held = T0, 0
     for elapsed, asked in steps:
         now += elapsed
-        leased = await queue.lease_from(session, "w", max=asked, ttl_s=3600, now=now)
+        leased = await lease_from(queue, session, "w", max=asked, ttl_s=3600, now=now)
         n = len(leased.leases)
         assert n <= asked and (burst is None or n <= burst)
         if leased.next_token_s is not None:
@@ -288,7 +288,7 @@ async def check_stored(
         held += n
     assert read.max_leased is None or held <= read.max_leased
     # Every statement across sessions reads the row too: the fleet's view, stats, dashboard.
-    await Fleet(queue).lease(None, "w", now=now)
+    await Fleet(leasing_of(queue).sessions).lease(across(None, "w"), now=now)
     await queue.stats_all()
     await overview.snapshot(queue)
     await queue.db.rows("DELETE FROM session_settings WHERE session = %(s)s", {"s": session})

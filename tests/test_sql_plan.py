@@ -11,11 +11,12 @@ import re
 from typing import Any
 
 from app.domain import overview
-from app.domain.queue import Queue, new_token
+from app.domain.queue import Queue
+from app.leasing.session import new_token
 from app.store import statements
 from app.store.pool import Database
 from leaseq.model import SessionSettings
-from tests.support import T0, at
+from tests.support import T0, at, leasing_of
 
 SESSIONS = 20
 PER_SESSION = 5000
@@ -112,7 +113,7 @@ async def test_the_filled_table_leases_as_planned(db: Database) -> None:
     """The statement explained above runs and honours priority then age on that data."""
     await _fill(db)
     queue = Queue(db)
-    leased = await queue.lease_next("s3", "w", max=100, now=at(1))
+    leased = await leasing_of(queue).lease_next("s3", "w", max=100, now=at(1))
     assert len(leased) == 100
     keys = [(-lease.lead.priority, lease.lead.id) for lease in leased]
     assert keys == sorted(keys)

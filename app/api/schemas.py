@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from app.domain.report import Report
+from app.leasing.request import LeaseRequest
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
@@ -186,6 +187,19 @@ class LeaseIn(Body):
         if {"session", "sessions"} <= self.model_fields_set:
             raise ValueError('give "session" or "sessions", not both')
         return self
+
+    def request(self, idempotency_key: str | None) -> LeaseRequest:
+        """The lease request this body (and the request's ``Idempotency-Key``) asks for,
+        checked: the one place a lease request is checked. Raises InvalidInput."""
+        return LeaseRequest.checked(
+            self.owner,
+            session=self.session,
+            sessions=self.sessions,
+            max=self.max,
+            ttl_s=self.ttl_s,
+            wait_s=self.wait_s,
+            idempotency_key=idempotency_key,
+        )
 
 
 CHECKPOINT = (

@@ -63,9 +63,10 @@ async def once(
 
     ``encode`` turns a result into the JSON to remember; None when there is
     nothing to remember (the work changed nothing: the key stays free).
-    Raises InvalidInput when the key was used for another request.
+    ``key`` was checked by the caller (``check_key``). Raises InvalidInput
+    when the key was used for another request.
     """
-    params = {"verb": verb, "key": check_key(key), "request": fingerprint(request), "now": now}
+    params = {"verb": verb, "key": key, "request": fingerprint(request), "now": now}
     while True:
         claimed = False
         async with conn.transaction():

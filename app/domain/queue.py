@@ -1,8 +1,8 @@
-"""The domain: push, lease, renew, complete, release, sweep, cancel, retry, stats.
+"""The domain: push, renew, complete, release, sweep, cancel, retry, stats, settings.
 
 State machine of a lead::
 
-    push ──▶ queued ──lease_next──▶ leased ──complete──▶ done | failed | cached
+    push ──▶ queued ───lease────▶ leased ──complete──▶ done | failed | cached
                ▲  ▲                  │  │
                │  └────release───────┤  │ (lease expired) sweep
                │  └────sweep─────────┼──┤ release or sweep: queued while attempts < max_attempts,
@@ -15,11 +15,11 @@ clock is before ``lease_expires_at``; every guarded statement checks that in
 its WHERE clause (see ``app.store.statements``). Each method is one statement, so one round
 trip (a push whose keys already exist reads their ids with a second one; a
 completion refused looks once more for the same completion done before). A
-push or lease with an idempotency key runs in a transaction with its key
-(``app.domain.idempotency``).
+push with an idempotency key runs in a transaction with its key
+(``app.domain.idempotency``). Leasing is ``app.leasing``'s, over this queue.
 
-Group commit (``app.store.group_commit``, on unless ``group_commit=False``): renewals,
-completions and plain leases of one session that arrive while a statement of
+Group commit (``app.store.group_commit``, on unless ``group_commit=False``): renewals
+and completions that arrive while a statement of
 their kind runs go together as the next one; each caller still gets its own
 answer, checked on its own before it joins. A grouped renewal or completion skips
 the rows another transaction holds; their callers send those items again alone,
@@ -29,17 +29,16 @@ outside holds up no caller but its own.
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
 
-Knows nothing of HTTP.
+Knows nothing of HTTP, nor of leasing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
 from app import metrics
@@ -57,7 +56,6 @@ from leaseq.model import (
     FinalStatus,
     ItemResult,
     Lead,
-    Lease,
     NewLead,
     PushResult,
     Renewal,
@@ -81,12 +79,7 @@ MAX_GROUP_ITEMS = 1000
 HELD_ROWS_POOL_SHARE = 4
 
 
-def new_token() -> str:
-    """An unguessable lease token (192 random bits)."""
-    return secrets.token_urlsafe(24)
-
-
-def _lead(row: Mapping[str, Any]) -> Lead:
+def lead_of(row: Mapping[str, Any]) -> Lead:
     return Lead(**{name: row[name] for name in Lead.__slots__})
 
 
@@ -110,17 +103,6 @@ def _push_result(
         else:  # the older lead was pruned between our insert and our read
             raise Conflict(f"leads[{i}].key: the lead with this key vanished; push again")
     return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
-
-
-def _lease(row: Mapping[str, Any], ttl_s: float) -> Lease:
-    return Lease(
-        lead=_lead(row),
-        token=row["lease_token"],
-        attempt=row["attempts"],
-        owner=row["owner"],
-        expires_at=row["lease_expires_at"],
-        ttl_s=ttl_s,
-    )
 
 
 def counts_by_session(
@@ -149,31 +131,6 @@ def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
         rate_per_s=row["rate_per_s"],
         burst=row["burst"],
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Leased:
-    """What a lease of one session took, and what held it back, if anything.
-
-    ``capped``: the session holds ``max_leased`` leads now (no room is left);
-    ``next_token_s``: its bucket holds no whole token, and will in this many
-    seconds. A caller choosing among sessions skips such a session meanwhile.
-    """
-
-    leases: list[Lease] = field(default_factory=list)
-    capped: bool = False
-    next_token_s: float | None = None
-
-
-def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
-    """``leases``, and what ``statements.lease_limited``'s answer (``gate``, any of its rows)
-    says held the session back once they were taken: no room under its cap, no whole token
-    left."""
-    room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
-    capped = room is not None and room <= len(leases)
-    left = None if tokens is None else tokens - len(leases)
-    next_token_s = None if left is None or left >= 1 else (1 - left) / rate
-    return Leased(leases, capped, next_token_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,16 +186,6 @@ def _per_caller(positions: Iterable[int], sizes: Sequence[int]) -> list[list[int
     return mine
 
 
-@dataclass(frozen=True, slots=True)
-class _Leasing:
-    """One caller's plain lease of a session: its owner, ``max``, ttl and tokens."""
-
-    owner: str
-    max: int
-    ttl: float
-    tokens: list[str]
-
-
 def _lead_ids(call: _Renewing) -> frozenset[Hashable]:
     """The leads a renewal names: a second renewal of one of them waits for the next group,
     so each caller is answered with the ttl and checkpoint it sent, never another's."""
@@ -251,7 +198,8 @@ class Queue:
     Every statement goes through the database's one error mapping and
     cancellation shield: an outage or an exhausted pool is Unavailable.
     With ``group_commit`` (the default), concurrent renewals, completions and
-    plain leases of one session share statements (``app.store.group_commit``).
+    the plain leases of one session (``app.leasing.session``) share statements
+    (``app.store.group_commit``).
     """
 
     def __init__(
@@ -269,9 +217,7 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
-        # Sessions last found limited: their leases go straight to the limited path, whose
-        # lock finds out if they still are. A hint that saves a round trip, never a decision.
-        self._limited: set[str] = set()
+        self.group_commit = group_commit  # leasing groups its plain leases too
         self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
         # Keyed by the injected instant (None in production): calls of one instant only.
         self._renewals: Grouper[datetime | None, _Renewing, Renewed] = Grouper(
@@ -287,14 +233,6 @@ class Queue:
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.items),
             on_group=metrics.GROUP_SIZES.labels("complete").observe,
-            enabled=group_commit,
-        )
-        # Keyed by session (and instant): one lease statement per session at a time.
-        self._leases: Grouper[tuple[str, datetime | None], _Leasing, Leased | None] = Grouper(
-            self._lease_group,
-            max_size=MAX_GROUP_ITEMS,
-            size=lambda call: call.max,
-            on_group=metrics.GROUP_SIZES.labels("lease").observe,
             enabled=group_commit,
         )
 
@@ -354,6 +292,7 @@ class Queue:
 
         if idempotency_key is None:
             return await self.db.run(insert)
+        key = idempotency.check_key(idempotency_key)
         request = {"session": session, "leads": [asdict(lead) for lead in leads]}
 
         async def decode(conn: Connection, answer: Any) -> PushResult:
@@ -363,7 +302,7 @@ class Queue:
             lambda conn: idempotency.once(
                 conn,
                 "push",
-                idempotency_key,
+                key,
                 request,
                 insert,
                 encode=asdict,
@@ -388,150 +327,6 @@ class Queue:
         )
 
     # -- workers -----------------------------------------------------------
-
-    async def lease_next(
-        self,
-        session: str,
-        owner: str,
-        *,
-        max: int = 1,
-        ttl_s: float | None = None,
-        idempotency_key: str | None = None,
-        now: datetime | None = None,
-    ) -> list[Lease]:
-        """Lease up to ``max`` available leads, highest priority then oldest; [] when none.
-
-        Each lease carries the ``ttl_s`` granted (the service's default when
-        none is asked). With an ``idempotency_key``, the same request again gets
-        the leases the first one took that are still valid, never new ones; a
-        request that took nothing leaves its key free. A session's cap and rate
-        (``put_settings``) bound what it takes.
-        """
-        leased = await self.lease_from(
-            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key, now=now
-        )
-        return leased.leases
-
-    async def lease_from(
-        self,
-        session: str,
-        owner: str,
-        *,
-        max: int = 1,
-        ttl_s: float | None = None,
-        idempotency_key: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> Leased:
-        """``lease_next``, saying what held the session back (its cap, its rate).
-
-        A session without limits is one statement. A session with a cap or a
-        rate (found so by that statement, or last time) is leased in a
-        transaction that first locks its settings row, so
-        its leases take turns and each counts what is held after the one
-        before committed: across every API process, it never holds more than
-        ``max_leased``. ``request`` is what an ``idempotency_key`` stands for
-        (a lease across sessions: the sessions asked, not the one chosen).
-        """
-        validation.session(session)
-        validation.owner(owner)
-        validation.lease_max(max)
-        ttl = validation.ttl(self.default_ttl_s if ttl_s is None else ttl_s)
-        tokens = [new_token() for _ in range(max)]
-        params = {
-            "session": session,
-            "owner": owner,
-            "max": max,
-            "ttl_s": ttl,
-            "now": now,
-            "tokens": tokens,
-        }
-
-        async def lease(conn: Connection) -> Leased:
-            if session not in self._limited:
-                rows = await execute(conn, statements.lease_next(self.ledger), params)
-                if not rows or not rows[0]["limited"]:
-                    return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
-                self._limited.add(session)
-            return await self._lease_limited(conn, params, ttl)
-
-        if idempotency_key is None:
-            if session in self._limited:
-                return await self.db.run(lease)
-            leasing = _Leasing(owner, max, ttl, tokens)
-            grouped = await self._leases.submit((session, now), leasing)
-            if grouped is not None:
-                return grouped
-            return await self.db.run(lambda conn: self._lease_limited(conn, params, ttl))
-
-        def encode(leased: Leased) -> Any:
-            taken = [[lease.lead.id, lease.token] for lease in leased.leases]
-            return {"ttl_s": ttl, "leases": taken} if taken else None
-
-        async def decode(conn: Connection, answer: Any) -> Leased:
-            ids, tokens = zip(*answer["leases"], strict=True)
-            held = {"ids": list(ids), "tokens": list(tokens), "now": now}
-            rows = await execute(conn, statements.valid_leases(), held)
-            return Leased([_lease(row, answer["ttl_s"]) for row in rows])
-
-        if request is None:
-            request = {"session": session, "owner": owner, "max": max, "ttl_s": ttl}
-        return await self.db.run(
-            lambda conn: idempotency.once(
-                conn,
-                "lease",
-                idempotency_key,
-                request,
-                lease,
-                encode=encode,
-                decode=decode,
-                now=now,
-            )
-        )
-
-    async def _lease_group(
-        self, key: tuple[str, datetime | None], calls: Sequence[_Leasing]
-    ) -> list[Leased | None]:
-        """One lease statement for the callers of one session, each its own leases in its
-        turn (``statements.lease_group``; ``lease_next`` for a caller alone). None for every caller
-        when the session turned out limited: each then leases through the limited path."""
-        session, now = key
-        params: dict[str, Any] = {
-            "session": session,
-            "now": now,
-            "max": sum(call.max for call in calls),
-            "tokens": list(chain.from_iterable(call.tokens for call in calls)),
-        }
-        if len(calls) == 1:
-            [call] = calls
-            params.update(owner=call.owner, ttl_s=call.ttl)
-            statement = statements.lease_next(self.ledger)
-        else:
-            params["owners"] = [call.owner for call in calls for _ in range(call.max)]
-            params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
-            statement = statements.lease_group(self.ledger)
-        rows = await self._rows(statement, params)
-        if rows and rows[0]["limited"]:
-            self._limited.add(session)
-            return [None] * len(calls)
-        caller_of = {token: i for i, call in enumerate(calls) for token in call.tokens}
-        taken: list[list[Lease]] = [[] for _ in calls]
-        for row in rows:
-            if row["id"] is not None:
-                i = caller_of[row["lease_token"]]
-                taken[i].append(_lease(row, calls[i].ttl))
-        return [Leased(leases) for leases in taken]
-
-    async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
-        """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
-        async with conn.transaction():
-            if await execute(conn, statements.lock_settings(), params):
-                rows = await execute(conn, statements.lease_limited(self.ledger), params)
-            else:  # its limits were lifted
-                self._limited.discard(params["session"])
-                rows = await execute(conn, statements.lease_next(self.ledger), params)
-        leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
-        return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
 
     async def renew(
         self,
@@ -718,7 +513,7 @@ class Queue:
         statement = statements.complete_many(self.ledger, lean=lean, skip_locked=skip_locked)
         rows = await self._rows(statement, params)
         done = {
-            row["item"]: None if lean else _lead(row) for row in rows if row["item"] is not None
+            row["item"]: None if lean else lead_of(row) for row in rows if row["item"] is not None
         }
         held = set(rows[0]["busy"]) if skip_locked else set()
         if refused := [i for i in range(len(items)) if i not in done and i not in held]:
@@ -729,7 +524,7 @@ class Queue:
                 "items": refused,
             }
             rows = await self._rows(statements.completed_already(lean=lean), again)
-            done.update({row["item"]: None if lean else _lead(row) for row in rows})
+            done.update({row["item"]: None if lean else lead_of(row) for row in rows})
         answers: list[Completed] = []
         start = 0
         for call, busy in zip(calls, _per_caller(held, [len(c.items) for c in calls]), strict=True):
@@ -760,7 +555,7 @@ class Queue:
         rows = await self._rows(statements.release(self.ledger), params)
         if not rows:
             raise LeaseLost()
-        return _lead(rows[0])
+        return lead_of(rows[0])
 
     # -- maintenance -------------------------------------------------------
 
@@ -869,7 +664,7 @@ class Queue:
         validation.lead_id(lead_id)
         rows = await self._rows(stmt, {"lead_id": lead_id, "now": now})
         if rows:
-            return _lead(rows[0])
+            return lead_of(rows[0])
         current = await self.get(lead_id)  # only on the refusal path: which refusal?
         raise Conflict(f"cannot {verb} lead {lead_id}: it is {current.status} ({why})")
 
@@ -881,7 +676,7 @@ class Queue:
         rows = await self._rows(statements.get(), {"lead_id": lead_id})
         if not rows:
             raise NotFound(f"no lead {lead_id}")
-        return _lead(rows[0])
+        return lead_of(rows[0])
 
     async def stats(self, session: str, *, now: datetime | None = None) -> Counts:
         """Lead counts by status in one session (all zero for an unknown session), with the age

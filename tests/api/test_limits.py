@@ -19,6 +19,7 @@ from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, NewLead
 from tests.api import shapes
 from tests.api.conftest import Serve, runtime_of
+from tests.support import leasing_of
 
 
 def _blob(size: int) -> dict[str, Any]:
@@ -47,7 +48,7 @@ async def test_the_payload_limit_counts_bytes_not_characters(db: Database) -> No
 async def test_a_result_over_the_limit_is_refused_and_the_lease_stays_valid(db: Database) -> None:
     queue = Queue(db, max_payload_bytes=1024)
     await queue.push("s", [NewLead({})])
-    [held] = await queue.lease_next("s", "w")
+    [held] = await leasing_of(queue).lease_next("s", "w")
     with pytest.raises(InvalidInput, match=r"^result: must be at most 1024 bytes"):
         await queue.complete(held.lead.id, held.token, result=_blob(1025))
     with pytest.raises(InvalidInput, match=r"items\[1\]\.result"):

@@ -30,6 +30,7 @@ from app.store import migrate, schema, statements
 from app.store.pool import Database, libpq_url
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
+from tests.support import leasing_of
 
 PARTITIONS = 4
 TABLES = ("leads", "lead_events", "lead_counts", "session_settings")  # partitioned by session
@@ -272,7 +273,7 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
         assert again.created == 1 and again.duplicates == 1 and again.ids[0] == pushed.ids[0]
 
     first = sessions[0]
-    leases = await queue.lease_next(first, "w", max=4, ttl_s=60)
+    leases = await leasing_of(queue).lease_next(first, "w", max=4, ttl_s=60)
     assert len(leases) == 4 and {lease.lead.session for lease in leases} == {first}
     done, kept, released, expiring = leases
     await queue.renew(kept.lead.id, kept.token, ttl_s=60)
@@ -282,7 +283,9 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
     await queue.renew(kept.lead.id, kept.token, ttl_s=600)
     swept = await queue.sweep(first, now=later)
     assert (swept.requeued, swept.failed) == (1, 0)  # `expiring` ran out; `kept` did not
-    cancelled = await queue.cancel((await queue.lease_next(first, "w", max=1))[0].lead.id)
+    cancelled = await queue.cancel(
+        (await leasing_of(queue).lease_next(first, "w", max=1))[0].lead.id
+    )
     assert cancelled.status == "failed"
     assert (await queue.retry(cancelled.id)).status == "queued"
     assert (await queue.get(expiring.lead.id)).status == "queued"
@@ -301,8 +304,8 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
     capped = sessions[1]
     limits = SessionSettings(weight=2, max_leased=2, rate_per_s=100, burst=3)
     assert await queue.put_settings(capped, limits) == limits
-    held = await queue.lease_next(capped, "w", max=5)
-    assert len(held) == 2 and await queue.lease_next(capped, "w") == []
+    held = await leasing_of(queue).lease_next(capped, "w", max=5)
+    assert len(held) == 2 and await leasing_of(queue).lease_next(capped, "w") == []
     await queue.renew(held[0].lead.id, held[0].token, checkpoint={"at": 1})
     assert (await queue.get(held[0].lead.id)).checkpoint == {"at": 1}
     assert await queue.settings(capped) == limits
