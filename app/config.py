@@ -19,7 +19,7 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
 
 # How long, and how much, an HTTP client may keep the service waiting on it
-# (``app.http_connections``; the head and body timeouts are settings below).
+# (``app.api.http_connections``; the head and body timeouts are settings below).
 FIRST_REQUEST_S = 10.0  # from connecting to the first byte of the first request
 MAX_HEAD_BYTES = 64 * 1024  # a request line and its headers; a larger head gets 431
 LINGER_S = 2.0  # after a last answer (408, 431), the client's late bytes are dropped this long

@@ -58,7 +58,7 @@ __all__ = [
     "render",
 ]
 
-# Read by prometheus-client in every process; `leaseq serve --workers N` sets it (app.serve).
+# Read by prometheus-client in every process; `leaseq serve --workers N` sets it (app.api.serve).
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_SESSIONS = 50
 OTHER_SESSIONS = "_other"

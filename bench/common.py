@@ -22,6 +22,7 @@ import platform
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -32,7 +33,9 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.pg import libpq_url
+from app.domain.queue import Queue
+from app.leasing.entry import Leasing
+from app.store.pool import libpq_url
 
 DEFAULT_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PREFIX = "leaseq_bench_"
@@ -261,3 +264,13 @@ def median(values: Sequence[float]) -> float:
 def timed(started: float, n: int) -> float:
     """n per second since ``started`` (time.perf_counter())."""
     return round(n / max(time.perf_counter() - started, 1e-9), 1)
+
+
+_leasing: weakref.WeakKeyDictionary[Queue, Leasing] = weakref.WeakKeyDictionary()
+
+
+def leasing_of(queue: Queue) -> Leasing:
+    """The leasing over ``queue``, one per queue as one process has (its groups, its hints)."""
+    if queue not in _leasing:
+        _leasing[queue] = Leasing(queue)
+    return _leasing[queue]

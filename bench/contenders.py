@@ -4,7 +4,7 @@
   SKIP LOCKED … UPDATE … RETURNING`` per lease and one guarded ``UPDATE`` per
   complete (``unnest`` for a batch), prepared statements, no ledger: the most a
   Python client gets from this database.
-* ``core``: ``app.queue.Queue`` in process: ``lease_next`` + ``complete`` (batch 1)
+* ``core``: ``app.domain.queue.Queue`` in process: ``lease_next`` + ``complete`` (batch 1)
   or ``complete_many``, ledger on or off.
 * ``rest``: ``leaseq serve --workers K`` and HTTP workers with a minimal
   keep-alive HTTP/1.1 client: ``POST /lease`` + ``/complete`` or ``/complete/batch``
@@ -45,8 +45,8 @@ import httpx
 import psycopg
 
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database, libpq_url
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
 from bench.service import RawPoster, RawRestService, Service
@@ -138,7 +138,7 @@ def singles_of(n: int) -> int:
 
 def install(kind: str, url: str) -> None:
     if kind == "leaseq":
-        from app import migrate
+        from app.store import migrate
 
         migrate.upgrade(url)
     elif kind == "pgqueuer":
@@ -248,7 +248,7 @@ async def ceiling_push(url: str, n: int) -> tuple[list[int], float, float]:
         )
 
 
-# -- core: app.queue.Queue --------------------------------------------------------
+# -- core: app.domain.queue.Queue --------------------------------------------------------
 
 
 def database(url: str, pool_size: int) -> Database:
@@ -259,7 +259,9 @@ async def _core_loop(queue: Queue, owner: str, batch: int) -> WorkerReport:
     report = WorkerReport()
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(SESSION, owner, max=batch, ttl_s=LEASE_TTL_S)
+        leases = await common.leasing_of(queue).lease_next(
+            SESSION, owner, max=batch, ttl_s=LEASE_TTL_S
+        )
         leased = time.perf_counter()
         if not leases:
             report.finished_at = time.monotonic()

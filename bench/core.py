@@ -1,4 +1,4 @@
-"""Benchmark of the queue core (``app.queue.Queue``) straight on PostgreSQL, no HTTP.
+"""Benchmark of the queue core (``app.domain.queue.Queue``) straight on PostgreSQL, no HTTP.
 
 For each run it creates a fresh database on the server, migrates it, pushes N
 leads in batches, drains them with W concurrent workers, checks that every lead
@@ -8,7 +8,7 @@ was leased once and completed once, and drops the database. Runs:
 * batch 100: ``lease_next(max=100)`` then ``complete_many``
 
 each with the ledger on, off, or both (``--ledger``). Workers are asyncio tasks
-sharing one pool (``app.pg.Database``, pool_size = W), or with ``--processes``
+sharing one pool (``app.store.pool.Database``, pool_size = W), or with ``--processes``
 one OS process each (one pool and one connection per process).
 
 A run whose checks fail prints what is wrong and exits 1 without a figure.
@@ -54,10 +54,11 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app import migrate
 from app.config import Settings
-from app.pg import Connection, Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Connection, Database, libpq_url
+from bench import common
 from leaseq.model import CompleteItem, NewLead, RenewItem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -148,7 +149,7 @@ def fresh_database(server_url: str) -> Iterator[str]:
 
 
 def database_for(url: str, pool_size: int) -> Database:
-    """The service's own pool (app.pg) on ``url``, with a generous statement timeout."""
+    """The service's own pool (app.store.pool) on ``url``, with a generous statement timeout."""
     return Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=pool_size)
 
 
@@ -202,7 +203,9 @@ async def drain(queue: Queue, owner: str, batch: int, session: str = SESSION) ->
     done: list[int] = []
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(session, owner, max=batch, ttl_s=LEASE_TTL_S)
+        leases = await common.leasing_of(queue).lease_next(
+            session, owner, max=batch, ttl_s=LEASE_TTL_S
+        )
         leased = time.perf_counter()
         if not leases:
             return WorkerOutcome(lease_lat, complete_lat, done, time.monotonic())
@@ -485,10 +488,10 @@ async def measure_round_trips(server_url: str, ledger: bool) -> list[dict[str, A
         state: dict[str, Any] = {}
 
         async def lease_one() -> None:
-            [state["lease"]] = await queue.lease_next(SESSION, "w", max=1)
+            [state["lease"]] = await common.leasing_of(queue).lease_next(SESSION, "w", max=1)
 
         async def lease_many() -> None:
-            state["leases"] = await queue.lease_next(SESSION, "w", max=100)
+            state["leases"] = await common.leasing_of(queue).lease_next(SESSION, "w", max=100)
 
         async def push_keyed_dupes() -> None:
             await queue.push(SESSION, [NewLead({"k": 1}, key="a"), NewLead({"k": 2}, key="b")])

@@ -3,12 +3,12 @@ counts costs the queue: ``python -m bench.dashboard``.
 
 1. The dashboard. 10 sessions filled with ``--small`` then ``--large`` leads
    (queued, leased, done and failed mixed; ``INSERT … SELECT generate_series``,
-   then ``VACUUM ANALYZE``); ``app.overview.snapshot`` (what ``/dashboard/data``
+   then ``VACUUM ANALYZE``); ``app.domain.overview.snapshot`` (what ``/dashboard/data``
    reads) and ``Queue.stats_all`` (``/stats``, ``/metrics``) timed ``--calls``
    times each. Counts come from ``lead_counts`` (statement triggers), the oldest
    ready lead from one ``leads_ready_age`` probe per session: neither reads
    the leads.
-2. The triggers' price. In process (``app.queue.Queue``, ledger on): push
+2. The triggers' price. In process (``app.domain.queue.Queue``, ledger on): push
    ``--leads`` leads in batches of 100, then lease and complete them one at a
    time, with the count triggers on and with them disabled
    (``ALTER TABLE leads DISABLE TRIGGER USER``), in alternating rounds.
@@ -28,10 +28,11 @@ from typing import Any
 
 import psycopg
 
-from app import migrate, overview
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain import overview
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Database, libpq_url
 from bench import common
 from leaseq.model import NewLead
 
@@ -114,7 +115,7 @@ async def queue_round(url: str, leads: int) -> dict[str, float]:
             await queue.push(session, [NewLead({"x": 1})] * 100)
         pushed = time.perf_counter()
         for _ in range(leads):
-            [lease] = await queue.lease_next(session, "b")
+            [lease] = await common.leasing_of(queue).lease_next(session, "b")
             await queue.complete(lease.lead.id, lease.token)
         drained = time.perf_counter()
     finally:

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import psycopg
 
-from app import migrate
-from app.pg import libpq_url
+from app.store import migrate
+from app.store.pool import libpq_url
 from bench import common
 from bench.service import Service
 

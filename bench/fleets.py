@@ -16,13 +16,13 @@
    each. The target: a lease across 1,000 sessions within 2 times a
    one-session lease, p50 and p99.
 2. **Sessions without limits pay nothing, in process.** The lease statement
-   as it was before fleets (``app.sql._lease`` without the settings probe:
+   as it was before fleets (``app.store.statements._claim_and_lease`` without the settings probe:
    the statement of revision 0004, byte for byte but the checkpoint column)
    against ``lease_next`` as it is, on a session without settings, and again
    with 1,000 other sessions capped and rate-limited in ``session_settings``;
-   and, for reference, a capped session (``Queue.lease_from``: its
+   and, for reference, a capped session (``SessionLeases.lease``: its
    transaction, lock and count). Interleaved, ``--calls`` each, through
-   ``app.pg.Database`` as the queue runs them.
+   ``app.store.pool.Database`` as the queue runs them.
 3. **Where a one-session lease's time goes in PostgreSQL**: ``EXPLAIN
    (ANALYZE, SUMMARY)`` of the statement before fleets and of ``lease_next``,
    interleaved, ``--explains`` each: the planning and the execution time (the
@@ -44,10 +44,11 @@ from typing import Any
 
 import psycopg
 
-from app import migrate, sql
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue, new_token
+from app.domain.queue import Queue
+from app.leasing.session import new_token
+from app.store import migrate, statements
+from app.store.pool import Database, libpq_url
 from bench import common
 from bench.service import RawPoster, Service
 from leaseq.model import SessionSettings
@@ -57,14 +58,14 @@ DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 SESSIONS = 1000
 WARM = 50
 # The lease statement of revision 0004: no settings probe, no gate.
-BEFORE = sql._lease(
+BEFORE = statements._claim_and_lease(
     True,
-    now=sql.NOW,
+    clock=statements.NOW,
     before="",
     only_if="",
     limit="%(max)s",
     after="",
-    answer=f"SELECT {sql.LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id",
+    answer=f"SELECT {statements.LEAD_COLUMNS}, lease_token FROM leased ORDER BY priority DESC, id",
 )
 
 
@@ -141,12 +142,14 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
             return lease
 
         async def capped() -> None:
-            assert (await queue.lease_from("capped", "b", max=1, ttl_s=300)).leases
+            assert await common.leasing_of(queue).lease_next("capped", "b", max=1, ttl_s=300)
 
         variants = {
             "before fleets (revision 0004's statement)": statement(BEFORE, "before"),
-            "now, no settings": statement(sql.lease_next(True), "now"),
-            "now, 1,000 limited sessions beside": statement(sql.lease_next(True), "neighbours"),
+            "now, no settings": statement(statements.lease_next(True), "now"),
+            "now, 1,000 limited sessions beside": statement(
+                statements.lease_next(True), "neighbours"
+            ),
             "a capped session (lock, count, lease)": capped,
         }
         took: dict[str, list[float]] = {name: [] for name in variants}
@@ -215,13 +218,13 @@ def before_and_after(server_url: str, before: Path, calls: int) -> dict[str, Any
 
 def explained(url: str, explains: int) -> dict[str, dict[str, float | None]]:
     """Part 3: the median planning and execution time of each statement, by EXPLAIN."""
-    statements = {"before fleets": BEFORE, "now": sql.lease_next(True)}
+    compared = {"before fleets": BEFORE, "now": statements.lease_next(True)}
     took: dict[str, dict[str, list[float]]] = {
-        name: {"planning": [], "execution": []} for name in statements
+        name: {"planning": [], "execution": []} for name in compared
     }
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         for _ in range(explains):
-            for name, statement in statements.items():
+            for name, statement in compared.items():
                 params = {"session": "explain", "owner": "b", "max": 1, "ttl_s": 300.0}
                 params |= {"now": None, "tokens": [new_token()]}
                 found = conn.execute(

@@ -1,7 +1,7 @@
 """Profiles behind the tuning in docs/design.md (needs the ``bench`` extra).
 
 ``python -m bench.profile core``: one worker leases and completes N leads at
-batch 1 through ``app.queue.Queue`` (ledger on) under pyinstrument, on a fresh
+batch 1 through ``app.domain.queue.Queue`` (ledger on) under pyinstrument, on a fresh
 database; prints the CPU time per lead and writes the profile as text.
 
 ``python -m bench.profile rest``: ``leaseq serve`` (one process) drained at
@@ -27,14 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from bench import common, contenders
 
 OUT = Path(__file__).resolve().parent / "results" / "profiles"
 
 
 async def _core(url: str, n: int) -> None:
-    from app.queue import Queue
+    from app.domain.queue import Queue
     from leaseq.model import NewLead
 
     db = contenders.database(url, 1)
@@ -50,7 +50,7 @@ async def _core(url: str, n: int) -> None:
         started, cpu = time.perf_counter(), time.process_time()
         with profiler:
             for _ in range(n):
-                [lease] = await queue.lease_next(common.SESSION, "w", max=1)
+                [lease] = await common.leasing_of(queue).lease_next(common.SESSION, "w", max=1)
                 await queue.complete(lease.lead.id, lease.token)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         print(

@@ -2,7 +2,7 @@
 
 In one run, on a fresh database it creates (and drops at the end):
 
-* the core path: the same drain straight on ``app.queue.Queue`` with C
+* the core path: the same drain straight on ``app.domain.queue.Queue`` with C
   asyncio tasks, as a reference measured in the same conditions;
 * the REST path: for each ``--server-workers`` K, a ``leaseq serve --workers K``
   subprocess (stopped by its pid, and its worker processes by theirs, at the
@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from app.queue import Queue
+from app.domain.queue import Queue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import core  # bench/core.py: the fresh databases, the drain and its checks

@@ -3,7 +3,7 @@ in one session and spread over 1,000 sessions.
 
 The queue is filled with one ``INSERT … SELECT generate_series`` per step (the
 figures are of leasing, not pushing), then ``VACUUM ANALYZE``d, since this server
-runs with autovacuum off. Then one worker (``app.queue.Queue``, ledger on) leases
+runs with autovacuum off. Then one worker (``app.domain.queue.Queue``, ledger on) leases
 and completes ``calls`` leads, one at a time: from the one session, or from a
 session drawn at random each call. The partial index ``leads_ready`` holds only
 ready queued leads, ordered as the lease query reads them, so a lease reads the same
@@ -21,8 +21,8 @@ import psycopg
 from rich.console import Console
 
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database, libpq_url
 from bench import common
 
 SESSIONS = 1000
@@ -51,7 +51,9 @@ async def _lease_calls(url: str, sessions: int, calls: int) -> dict[str, Any]:
         for _ in range(calls):
             session = "one" if sessions == 1 else f"s{rng.randrange(sessions)}"
             started = time.perf_counter()
-            [lease] = await queue.lease_next(session, "scale", max=1, ttl_s=common.LEASE_TTL_S)
+            [lease] = await common.leasing_of(queue).lease_next(
+                session, "scale", max=1, ttl_s=common.LEASE_TTL_S
+            )
             leased = time.perf_counter()
             await queue.complete(lease.lead.id, lease.token)
             lease_s.append(leased - started)

@@ -46,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import DEFAULT_SERVER_URL, database_for, fresh_database, machine, percentile
 
-from app.pg import libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import libpq_url
+from bench import common
 from leaseq.model import CompleteItem, NewLead
 
 SESSION = "soak"
@@ -136,7 +137,9 @@ async def produce(queue: Queue, soak: Soak, rate: float) -> None:
 async def work(queue: Queue, soak: Soak, owner: str) -> None:
     while True:
         started = time.perf_counter()
-        leases = await queue.lease_next(SESSION, owner, max=soak.batch, ttl_s=300)
+        leases = await common.leasing_of(queue).lease_next(
+            SESSION, owner, max=soak.batch, ttl_s=300
+        )
         soak.lease_times.append(time.perf_counter() - started)
         if not leases:
             if not soak.producing and len(soak.completed) >= soak.pushed:
@@ -364,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.duration is not None:
         args.leads = round(args.rate * args.duration)
     if args.embedded is not None:
-        from app import embedded
+        from app.store import embedded
 
         args.database_url = embedded.start(args.embedded)
     result = asyncio.run(run(args))

@@ -1,4 +1,4 @@
-"""Alembic environment: the target is ``app.db.metadata``; the URL comes from the caller
+"""Alembic environment: the target is ``app.store.schema.metadata``; the URL comes from the caller
 or from the settings (the embedded PostgreSQL when no URL is set)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
-from app.db import metadata, sqlalchemy_url
+from app.store.schema import metadata, sqlalchemy_url
 
 LOCK_KEY = 7461535310
 LOCK_POLL_S = 0.1
@@ -19,7 +19,7 @@ def _url() -> str:
     if url:
         return str(url)
     from app.config import Settings
-    from app.embedded import resolve_database_url
+    from app.store.embedded import resolve_database_url
 
     settings = Settings()
     return resolve_database_url(settings.database_url, settings.data_dir)

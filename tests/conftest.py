@@ -26,10 +26,10 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from app import migrate
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Database, libpq_url
 from tests import browser as browsers
 from tests import system
 from tests.serving import Service, Services
@@ -99,7 +99,7 @@ def server_url() -> Iterator[str]:
         with PostgresContainer("postgres:16-alpine", driver="psycopg") as container:
             yield container.get_connection_url()
     else:
-        from app import embedded
+        from app.store import embedded
 
         # Not under pytest's tmp folder: another pytest run resets that folder to
         # owner-only access, which the embedded server (run as its own user when
@@ -153,7 +153,7 @@ def settings() -> Settings:
 
 @pytest.fixture
 async def db(database_url: str, settings: Settings) -> AsyncIterator[Database]:
-    """The pool of the service's own runtime path (app.pg) on this test's database."""
+    """The pool of the service's own runtime path (app.store.pool) on this test's database."""
     async with Database.from_settings(settings, database_url) as db:
         yield db
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.pg import Database
+from app.domain.queue import Queue
+from app.leasing.entry import Leasing
+from app.leasing.request import LeaseRequest
+from app.leasing.session import Leased
+from app.store.pool import Database
 from leaseq.model import NewLead
 
 # Every test moves this clock by hand (the ``now=`` of each Queue method).
@@ -80,3 +86,32 @@ WHEN (OLD.session = '{session}') EXECUTE FUNCTION connection_lost();
 def unservable(how: str, session: str) -> str:
     """The SQL that makes ``session``'s lease fail (``UNSERVABLE[how]``); a test's own name."""
     return UNSERVABLE[how].format(session=session)
+
+
+_leasing: weakref.WeakKeyDictionary[Queue, Leasing] = weakref.WeakKeyDictionary()
+
+
+def leasing_of(queue: Queue) -> Leasing:
+    """The leasing over ``queue``, one per queue as one process has (its groups, its hints)."""
+    if queue not in _leasing:
+        _leasing[queue] = Leasing(queue)
+    return _leasing[queue]
+
+
+async def lease_from(
+    queue: Queue,
+    session: str,
+    owner: str,
+    *,
+    max: int = 1,
+    ttl_s: float | None = None,
+    now: datetime | None = None,
+) -> Leased:
+    """One session's lease over ``queue``, saying what held the session back."""
+    request = LeaseRequest.checked(owner, session=session, max=max, ttl_s=ttl_s)
+    return await leasing_of(queue).sessions.lease(session, request, now)
+
+
+def across(sessions: Collection[str] | None, owner: str, **options: Any) -> LeaseRequest:
+    """A lease request across ``sessions`` (None: any session)."""
+    return LeaseRequest.checked(owner, sessions=sessions, **options)

@@ -21,12 +21,14 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from app import embedded, metrics, migrate, overview
-from app.api.runtime import Runtime
+from app import metrics
 from app.config import Settings
 from app.dashboard import page
-from app.maintenance import AUTOVACUUM_OFF
-from app.pg import libpq_url
+from app.domain import overview
+from app.service.maintenance import AUTOVACUUM_OFF
+from app.service.runtime import Runtime
+from app.store import embedded, migrate
+from app.store.pool import libpq_url
 from tests.api.conftest import serving
 from tests.serving import Services
 

@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from bench import cli, contenders
 from bench.common import SESSION
 from bench.service import RawPoster, RawRestService

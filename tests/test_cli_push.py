@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from tests.serving import ROOT, Service, child_env, leaseq
 
 pytestmark = pytest.mark.service

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from app import migrate
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate
+from app.store.pool import Database
 from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_NOTHING_TO_AUDIT
 from leaseq.model import NewLead
 from tests.serving import leaseq, postgres_running, stop_postgres
-from tests.support import T0, at
+from tests.support import T0, at, leasing_of
 
 
 async def _clean_run(queue: Queue) -> list[int]:
     ids = (await queue.push("s", [NewLead({"i": i}) for i in range(3)], now=T0)).ids
-    leases = await queue.lease_next("s", "w1", max=3, ttl_s=10, now=at(1))
+    leases = await leasing_of(queue).lease_next("s", "w1", max=3, ttl_s=10, now=at(1))
     for lease in leases:
         await queue.complete(lease.lead.id, lease.token, now=at(2))
     return ids

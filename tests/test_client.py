@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from leaseq import AsyncClient, RetryPolicy
 from leaseq.errors import Conflict, InvalidInput, LeaseLost, NotFound, Unauthorized, Unavailable
 from leaseq.model import CompleteItem, Counts, NewLead, RenewItem

@@ -19,10 +19,10 @@ import psycopg
 import pytest
 
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database, libpq_url
 from leaseq.model import CompleteItem, Counts, NewLead, RenewItem, SweepResult
-from tests.support import T0, TICK, at, fetch, leads
+from tests.support import T0, TICK, at, fetch, leads, leasing_of
 
 WORKERS = 16
 LEADS = 2000
@@ -61,7 +61,7 @@ async def push_all(queue: Queue, session: str, n: int, **fields: Any) -> list[in
 async def drain(queue: Queue, owner: str, max_: int) -> list[int]:
     """Lease until the session answers empty; returns the ids leased."""
     seen: list[int] = []
-    while batch := await queue.lease_next("s", owner, max=max_, ttl_s=600, now=at(1)):
+    while batch := await leasing_of(queue).lease_next("s", owner, max=max_, ttl_s=600, now=at(1)):
         assert len(batch) <= max_  # the CTE runs once (PostgreSQL bug #15715)
         seen += [lease.lead.id for lease in batch]
         await asyncio.sleep(0)
@@ -106,7 +106,9 @@ async def test_lease_and_complete_from_threads(queue: Queue, database_url: str) 
 
     async def work(i: int) -> None:
         async with queues(database_url, 1) as [q]:
-            while batch := await q.lease_next("s", f"t{i}", max=25, ttl_s=600, now=at(1)):
+            while batch := await leasing_of(q).lease_next(
+                "s", f"t{i}", max=25, ttl_s=600, now=at(1)
+            ):
                 items = [CompleteItem(x.lead.id, x.token, result={"by": i}) for x in batch]
                 answers = await q.complete_many(items, now=at(2))
                 assert all(a.ok for a in answers)
@@ -155,7 +157,9 @@ async def test_producers_and_consumers_at_once(queue: Queue, database_url: str) 
         while True:
             # Empty after every push committed means the rest is being leased by others.
             pushed_all = finished.is_set()
-            got = await q.lease_next("s", f"c{c}", max=random.choice([1, 10, 100]), now=at(1))
+            got = await leasing_of(q).lease_next(
+                "s", f"c{c}", max=random.choice([1, 10, 100]), now=at(1)
+            )
             seen += [lease.lead.id for lease in got]
             if not got:
                 if pushed_all:
@@ -261,7 +265,9 @@ async def _race_round(
     before the expiry), and what the sweep counted.
     """
     await pusher.push(session, leads(LEADS_PER_ROUND), now=T0)
-    leased = await pusher.lease_next(session, "w", max=LEADS_PER_ROUND, ttl_s=10, now=T0)
+    leased = await leasing_of(pusher).lease_next(
+        session, "w", max=LEADS_PER_ROUND, ttl_s=10, now=T0
+    )
     assert [lease.expires_at for lease in leased] == [at(10)] * LEADS_PER_ROUND
     # Each finish runs just before, or at, the expiry; the sweep at or just after it.
     instants = [at(10) - random.choice([TICK, ZERO]) for _ in leased]

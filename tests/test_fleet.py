@@ -1,4 +1,5 @@
-"""Leasing across sessions (``app.fleet``): fair shares by weight, measured over many leases.
+"""Leasing across sessions (``app.leasing.fleet``): fair shares by weight, measured over many
+leases.
 
 Every figure is a count of leases the real queue handed out; the tolerance is
 one lease (the clocks move in whole leases).
@@ -14,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from app.fleet import FAILED_RETRY_S, Fleet
-from app.pg import Database, StatementFailed
-from app.queue import Leased, Queue
+from app.domain.queue import Queue
+from app.leasing.fleet import FAILED_RETRY_S, Fleet
+from app.leasing.session import Leased
+from app.store.pool import Database, StatementFailed
 from leaseq.errors import InvalidInput, Unavailable
 from leaseq.limits import MIN_RATE_PER_S
 from leaseq.model import NewLead, SessionSettings
-from tests.support import CONNECTION_LOST, T0, UNSERVABLE, at, unservable
+from tests.support import CONNECTION_LOST, T0, UNSERVABLE, across, at, leasing_of, unservable
 
 
 async def fill(queue: Queue, backlogs: dict[str, int]) -> None:
@@ -37,14 +39,14 @@ async def shares(
     """Lease ``leases`` times (``max`` each) across ``sessions``; the leads each session gave."""
     got: Counter[str] = Counter()
     for _ in range(leases):
-        for lease in await fleet.lease(sessions, "w", max=max, ttl_s=600, now=T0):
+        for lease in await fleet.lease(across(sessions, "w", max=max, ttl_s=600), now=T0):
             got[lease.lead.session] += 1
     return got
 
 
 async def test_equal_weights_split_equally_whatever_the_backlogs(queue: Queue) -> None:
     await fill(queue, {"big": 2000, "small": 150})
-    got = await shares(Fleet(queue), 200)
+    got = await shares(Fleet(leasing_of(queue).sessions), 200)
     assert sum(got.values()) == 200
     assert abs(got["big"] - got["small"]) <= 1, got  # 100 each, though one has 13 times the work
 
@@ -52,20 +54,20 @@ async def test_equal_weights_split_equally_whatever_the_backlogs(queue: Queue) -
 async def test_weights_three_and_one_split_three_to_one(queue: Queue) -> None:
     await fill(queue, {"heavy": 400, "light": 400})
     await queue.put_settings("heavy", SessionSettings(weight=3))
-    got = await shares(Fleet(queue), 200, ["heavy", "light"])
+    got = await shares(Fleet(leasing_of(queue).sessions), 200, ["heavy", "light"])
     assert abs(got["heavy"] - 150) <= 1 and abs(got["light"] - 50) <= 1, got
 
 
 async def test_weights_hold_for_batches_too(queue: Queue) -> None:
     await fill(queue, {"a": 800, "b": 800, "c": 800})
     await queue.put_settings("a", SessionSettings(weight=2))
-    got = await shares(Fleet(queue), 40, max=10)  # 400 leads in batches of 10
+    got = await shares(Fleet(leasing_of(queue).sessions), 40, max=10)  # 400 leads in batches of 10
     assert got["a"] == 200 and got["b"] == got["c"] == 100, got
 
 
 async def test_a_session_back_from_idle_gets_its_share_not_a_burst(queue: Queue) -> None:
     await fill(queue, {"steady": 1000})
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     assert await shares(fleet, 100) == {"steady": 100}
     await fill(queue, {"late": 1000})
     fleet.work_arrived("late")  # as its NOTIFY says
@@ -76,26 +78,26 @@ async def test_a_session_back_from_idle_gets_its_share_not_a_burst(queue: Queue)
 
 async def test_a_lease_chooses_only_among_the_sessions_asked(queue: Queue) -> None:
     await fill(queue, {"a": 5, "b": 5, "c": 5})
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     got = await shares(fleet, 20, ["b", "c"])
     assert got == {"b": 5, "c": 5}  # then empty: the others' leads are not theirs
-    assert await fleet.lease(["b", "c"], "w", now=T0) == []
+    assert await fleet.lease(across(["b", "c"], "w"), now=T0) == []
     assert await shares(fleet, 5) == {"a": 5}
 
 
 async def test_work_pushed_later_is_found_without_a_notification(queue: Queue) -> None:
-    fleet = Fleet(queue)
-    assert await fleet.lease(None, "w", now=T0) == []
+    fleet = Fleet(leasing_of(queue).sessions)
+    assert await fleet.lease(across(None, "w"), now=T0) == []
     await fill(queue, {"quiet": 1})
     await asyncio.sleep(0.15)  # the empty view is read again after EMPTY_REFRESH_S
-    [lease] = await fleet.lease(None, "w", now=T0)
+    [lease] = await fleet.lease(across(None, "w"), now=T0)
     assert lease.lead.session == "quiet"
 
 
 async def test_a_capped_session_is_skipped_never_waited_on(queue: Queue) -> None:
     await fill(queue, {"capped": 50, "free": 50})
     await queue.put_settings("capped", SessionSettings(max_leased=2))
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     async with asyncio.timeout(5):
         got = await shares(fleet, 20)
     assert got == {"capped": 2, "free": 18}
@@ -105,7 +107,7 @@ async def test_a_capped_session_is_skipped_never_waited_on(queue: Queue) -> None
 async def test_a_throttled_session_is_skipped_until_its_next_token(queue: Queue) -> None:
     await fill(queue, {"slow": 50, "fast": 50})
     await queue.put_settings("slow", SessionSettings(rate_per_s=1, burst=3))
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     got = await shares(fleet, 12)
     assert got == {"slow": 3, "fast": 9}  # its burst, then nothing until a token comes
 
@@ -116,13 +118,13 @@ async def test_concurrent_leases_across_sessions_are_fair_and_never_double(
     queue = Queue(db)
     await fill(queue, {"x": 600, "y": 600, "z": 600})
     await queue.put_settings("z", SessionSettings(weight=2))
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     seen: list[int] = []
     by_session: Counter[str] = Counter()
 
     async def leaser() -> None:
         for _ in range(25):
-            for lease in await fleet.lease(None, "w", max=2, ttl_s=600, now=T0):
+            for lease in await fleet.lease(across(None, "w", max=2, ttl_s=600), now=T0):
                 seen.append(lease.lead.id)
                 by_session[lease.lead.session] += 1
 
@@ -138,12 +140,12 @@ async def test_a_lease_across_sessions_sent_again_with_its_key_gets_the_same_lea
     queue: Queue,
 ) -> None:
     await fill(queue, {"a": 10, "b": 10})
-    fleet = Fleet(queue)
-    first = await fleet.lease(["a", "b"], "w", max=3, idempotency_key="k-1", now=T0)
-    again = await fleet.lease(["a", "b"], "w", max=3, idempotency_key="k-1", now=T0)
+    fleet = Fleet(leasing_of(queue).sessions)
+    first = await fleet.lease(across(["a", "b"], "w", max=3, idempotency_key="k-1"), now=T0)
+    again = await fleet.lease(across(["a", "b"], "w", max=3, idempotency_key="k-1"), now=T0)
     assert len(first) == 3 and [x.token for x in again] == [x.token for x in first]
     with pytest.raises(InvalidInput):  # the key names that request, not another
-        await fleet.lease(["a"], "w", max=3, idempotency_key="k-1", now=T0)
+        await fleet.lease(across(["a"], "w", max=3, idempotency_key="k-1"), now=T0)
 
 
 @pytest.mark.parametrize(
@@ -155,7 +157,7 @@ async def test_bad_input_is_refused_before_anything_is_leased(
 ) -> None:
     await fill(queue, {"ok": 3})
     with pytest.raises(InvalidInput):
-        await Fleet(queue).lease(sessions, owner, max=max_, now=T0)
+        await Fleet(leasing_of(queue).sessions).lease(across(sessions, owner, max=max_), now=T0)
     assert (await queue.stats("ok")).queued == 3
 
 
@@ -181,14 +183,14 @@ async def test_a_session_held_back_by_its_rate_is_tried_again_once_its_settings_
     await fill(queue, {"slow": 10})
     await queue.put_settings("slow", SessionSettings(rate_per_s=MIN_RATE_PER_S))
     clock = Clock()
-    fleet = Fleet(queue, clock=clock)
+    fleet = Fleet(leasing_of(queue).sessions, clock=clock)
     assert await shares(fleet, 3, ["slow"]) == {"slow": 1}  # its burst of one, then held
     clock.t += 2.0
     await fleet.read()
-    assert await fleet.lease(["slow"], "w", now=at(1)) == []  # settings unchanged: held
+    assert await fleet.lease(across(["slow"], "w"), now=at(1)) == []  # settings unchanged: held
     await queue.put_settings("slow", SessionSettings(rate_per_s=1000))
     await fleet.read()
-    assert len(await fleet.lease(["slow"], "w", max=5, now=at(1))) == 5
+    assert len(await fleet.lease(across(["slow"], "w", max=5), now=at(1))) == 5
 
 
 @pytest.mark.parametrize("how", sorted(UNSERVABLE))
@@ -203,7 +205,7 @@ async def test_a_session_whose_lease_fails_is_skipped_logged_and_the_others_leas
     await queue.put_settings("broken", SessionSettings(rate_per_s=100, burst=100))
     await db.rows(unservable(how, "broken"))
     clock = Clock()
-    fleet = Fleet(queue, clock=clock)
+    fleet = Fleet(leasing_of(queue).sessions, clock=clock)
     with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
         got = await shares(fleet, 20)
         assert got == {"ok-a": 10, "ok-b": 10}
@@ -234,22 +236,23 @@ async def test_a_session_that_fails_during_concurrent_leases_costs_the_others_no
     await fill(queue, {"broken": 50, "ok-a": 200, "ok-b": 200})
     await db.rows(unservable("lead", "broken"))
     met: list[BaseException] = []  # the failures each caller met (kept: ids stay unique)
-    lease_from = queue.lease_from
+    sessions = leasing_of(queue).sessions
+    lease_one = sessions.lease
 
     async def noted(*args: Any, **kwargs: Any) -> Leased:
         try:
-            return await lease_from(*args, **kwargs)
+            return await lease_one(*args, **kwargs)
         except StatementFailed as exc:
             met.append(exc)
             raise
 
-    monkeypatch.setattr(queue, "lease_from", noted)
-    fleet = Fleet(queue)
+    monkeypatch.setattr(sessions, "lease", noted)
+    fleet = Fleet(sessions)
     seen: list[int] = []
 
     async def leaser() -> None:
         for _ in range(10):
-            seen.extend(x.lead.id for x in await fleet.lease(None, "w", ttl_s=600, now=T0))
+            seen.extend(x.lead.id for x in await fleet.lease(across(None, "w", ttl_s=600), now=T0))
 
     with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
         async with asyncio.timeout(60):
@@ -269,8 +272,8 @@ async def test_an_outage_in_a_sessions_lease_is_unavailable_not_skipped(
     queue = Queue(db)
     await fill(queue, {"dying": 3})
     await db.rows(CONNECTION_LOST.format(session="dying"))
-    fleet = Fleet(queue)
+    fleet = Fleet(leasing_of(queue).sessions)
     with caplog.at_level(logging.ERROR, logger="leaseq.fleet"), pytest.raises(Unavailable):
-        await fleet.lease(["dying"], "w", now=T0)
+        await fleet.lease(across(["dying"], "w"), now=T0)
     assert skips(caplog) == []
     assert (await queue.stats("dying")).queued == 3

@@ -1,4 +1,4 @@
-"""Group commit (app/group_commit.py, and its use by the queue): calls of one kind that arrive
+"""Group commit (app/store/group_commit.py, and its use by the queue): calls of one kind that arrive
 while one of theirs runs go together as one statement, and every caller still gets exactly
 its own answer, its own errors, and the ledger rows the same calls make one by one.
 
@@ -21,9 +21,10 @@ import pytest
 
 from app import metrics
 from app.config import Settings
-from app.group_commit import Grouper
-from app.pg import Database, libpq_url
-from app.queue import Queue, new_token
+from app.domain.queue import Queue
+from app.leasing.session import new_token
+from app.store.group_commit import Grouper
+from app.store.pool import Database, libpq_url
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.model import (
     CompleteItem,
@@ -36,7 +37,7 @@ from leaseq.model import (
     SessionSettings,
 )
 from tests.api.conftest import BASE_URL, database_settings, runtime_of, serving, until
-from tests.support import T0, at, fetch, leads
+from tests.support import T0, at, fetch, leads, leasing_of
 
 CALLERS = 32
 DEADLINE_S = 30.0
@@ -44,6 +45,7 @@ NOW = at(5)  # every concurrent call of a scenario: one instant, so they may gro
 WAITING_ON_A_LOCK = (
     "SELECT FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
 )
+
 ASKED = 65  # what the leases of the lease scenario ask for in all
 
 
@@ -208,8 +210,8 @@ async def _held(
     """``valid`` leads leased for 60 s and ``expiring`` for 1 s at at(1), in id order; and
     ``extra`` leads left queued."""
     await queue.push(session, leads(valid + expiring + extra), now=T0)
-    held = await queue.lease_next(session, "w", max=valid, ttl_s=60, now=at(1))
-    held += await queue.lease_next(session, "w", max=expiring, ttl_s=1, now=at(1))
+    held = await leasing_of(queue).lease_next(session, "w", max=valid, ttl_s=60, now=at(1))
+    held += await leasing_of(queue).lease_next(session, "w", max=expiring, ttl_s=1, now=at(1))
     assert [lease.lead.id for lease in held] == sorted(lease.lead.id for lease in held)
     return held
 
@@ -448,7 +450,7 @@ async def test_a_completion_whose_row_is_locked_waits_alone_and_the_rest_go_on(
     answered while the lock is still held."""
     queue = Queue(db)
     await queue.push("s", leads(CALLERS), now=T0)
-    held = await queue.lease_next("s", "w", max=CALLERS, ttl_s=60, now=at(1))
+    held = await leasing_of(queue).lease_next("s", "w", max=CALLERS, ttl_s=60, now=at(1))
     before = groups("complete")
     async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as blocker:
         async with blocker.transaction():
@@ -472,7 +474,7 @@ async def test_a_completion_whose_row_is_locked_waits_alone_and_the_rest_go_on(
 
 async def test_a_lone_call_on_an_idle_queue_goes_alone(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", ttl_s=60, now=at(1))
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=60, now=at(1))
     before = groups("renew")
     renewal = await queue.renew(lease.lead.id, lease.token, 20, now=NOW)
     assert renewal.ttl_s == 20
@@ -512,11 +514,17 @@ async def _lease_scenario(
     for k in range(CALLERS - 2):
         owner, ttl = f"w{k}", 10.0 + k
         holders[k] = owner, ttl
-        calls.append(queue.lease_next(session, owner, max=1 + k % 3, ttl_s=ttl, now=NOW))
+        calls.append(
+            leasing_of(queue).lease_next(session, owner, max=1 + k % 3, ttl_s=ttl, now=NOW)
+        )
     holders[30] = "keyed", 99.0
     key = f"key-{session}"  # a key stands for one request
-    calls.append(queue.lease_next(session, "keyed", max=5, ttl_s=99, idempotency_key=key, now=NOW))
-    calls.append(queue.lease_next(session, "bad", max=0, now=NOW))
+    calls.append(
+        leasing_of(queue).lease_next(
+            session, "keyed", max=5, ttl_s=99, idempotency_key=key, now=NOW
+        )
+    )
+    calls.append(leasing_of(queue).lease_next(session, "bad", max=0, now=NOW))
     answers, grouping = await measured("lease", calls)
     return ids, answers, holders, grouping
 
@@ -582,7 +590,7 @@ async def test_grouped_leases_of_a_capped_session_hold_its_cap(db: Database) -> 
     await queue.push("capped", leads(40), now=T0)
     await queue.put_settings("capped", SessionSettings(max_leased=5))
     answers = await outcomes(
-        [queue.lease_next("capped", f"w{k}", ttl_s=60, now=NOW) for k in range(CALLERS)]
+        [leasing_of(queue).lease_next("capped", f"w{k}", ttl_s=60, now=NOW) for k in range(CALLERS)]
     )
     assert sorted(len(leases) for leases in answers) == [0] * (CALLERS - 5) + [1] * 5
     assert (await queue.stats("capped")).leased == 5

@@ -21,13 +21,13 @@ import psycopg
 import pytest
 
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import HELD_ROWS_POOL_SHARE, Queue
+from app.domain.queue import HELD_ROWS_POOL_SHARE, Queue
+from app.store.pool import Database, libpq_url
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, ItemResult, Lead, Lease, Renewal, RenewItem
 from tests.api.conftest import until
 from tests.serving import Service
-from tests.support import events, fetch, leads, row
+from tests.support import events, fetch, leads, leasing_of, row
 from tests.test_group_commit import DEADLINE_S, WAITING_ON_A_LOCK, groups, since
 
 WORKERS = 16
@@ -82,10 +82,10 @@ async def _fleet(queue: Queue) -> tuple[Lease, Lease, list[list[Lease]]]:
     leads: half the workers in ``a`` beside them, half in ``b``."""
     await queue.push("a", leads(2 + WORKERS // 2 * EACH))
     await queue.push("b", leads(WORKERS // 2 * EACH))
-    locked_renewed, locked_completed, *in_a = await queue.lease_next(
+    locked_renewed, locked_completed, *in_a = await leasing_of(queue).lease_next(
         "a", "w", max=2 + WORKERS // 2 * EACH, ttl_s=TTL_S
     )
-    in_b = await queue.lease_next("b", "w", max=WORKERS // 2 * EACH, ttl_s=TTL_S)
+    in_b = await leasing_of(queue).lease_next("b", "w", max=WORKERS // 2 * EACH, ttl_s=TTL_S)
     mine = in_a + in_b
     return locked_renewed, locked_completed, [mine[i::WORKERS] for i in range(WORKERS)]
 
@@ -145,7 +145,7 @@ async def test_many_held_rows_do_not_take_the_pool(database_url: str, settings: 
         bound = 8 // HELD_ROWS_POOL_SHARE
         _, _, fleet = await _fleet(queue)
         await queue.push("held", leads(3 * bound))
-        held = await queue.lease_next("held", "w", max=3 * bound, ttl_s=TTL_S)
+        held = await leasing_of(queue).lease_next("held", "w", max=3 * bound, ttl_s=TTL_S)
         async with row_locks(database_url, *(lease.lead.id for lease in held)):
             renewals = [
                 asyncio.create_task(queue.renew(lease.lead.id, lease.token, 30)) for lease in held
@@ -169,9 +169,9 @@ async def test_racing_renewals_and_completions_stay_exactly_once(
     and a lost lease is lease_lost to every call."""
     queue = Queue(db)
     await queue.push("s", leads(40))
-    valid = await queue.lease_next("s", "w", max=30, ttl_s=TTL_S)
+    valid = await leasing_of(queue).lease_next("s", "w", max=30, ttl_s=TTL_S)
     past = await queue.db_now() - timedelta(seconds=2 * TTL_S)
-    expired = await queue.lease_next("s", "w", max=10, ttl_s=TTL_S, now=past)
+    expired = await leasing_of(queue).lease_next("s", "w", max=10, ttl_s=TTL_S, now=past)
     every = valid + expired
 
     def calls(lease: Lease) -> list[asyncio.Future[object]]:

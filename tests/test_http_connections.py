@@ -1,4 +1,5 @@
-"""``app.http_connections`` under uvicorn, on real sockets, with an app that records what it sees.
+"""``app.api.http_connections`` under uvicorn, on real sockets, with an app that records what it
+sees.
 
 What the app is told of a body cut short, and which connection goes first when
 the process is full; the bounds against a real ``leaseq serve`` are
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from app import http_connections
+from app.api import http_connections
 from tests.http_wire import closed_by_peer, connect, head, read_answer
 from tests.serving import free_port
 

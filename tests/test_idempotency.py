@@ -1,4 +1,4 @@
-"""Idempotency keys of push and lease (``app.idempotency``): one intent, one effect.
+"""Idempotency keys of push and lease (``app.domain.idempotency``): one intent, one effect.
 
 A retried request with its key gets the first answer back, however the
 retries fall: after the first committed, while it still runs (concurrently),
@@ -11,10 +11,10 @@ import asyncio
 
 import pytest
 
-from app.queue import Queue
+from app.domain.queue import Queue
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead
-from tests.support import T0, at, events, fetch, leads
+from tests.support import T0, at, events, fetch, leads, leasing_of
 
 
 async def _count(queue: Queue, table: str) -> int:
@@ -50,7 +50,7 @@ async def test_a_malformed_key_is_refused_before_anything_is_written(
     with pytest.raises(InvalidInput, match="Idempotency-Key"):
         await queue.push("s", leads(1), idempotency_key=key, now=T0)
     with pytest.raises(InvalidInput, match="Idempotency-Key"):
-        await queue.lease_next("s", "w", idempotency_key=key, now=T0)
+        await leasing_of(queue).lease_next("s", "w", idempotency_key=key, now=T0)
     assert await _count(queue, "leads") == await _count(queue, "idempotency_keys") == 0
 
 
@@ -80,39 +80,48 @@ async def test_a_push_that_fails_leaves_its_key_free(queue: Queue) -> None:
 
 async def test_a_lease_sent_again_with_its_key_gets_the_same_leases(queue: Queue) -> None:
     await queue.push("s", leads(5, max_attempts=1), now=T0)
-    first = await queue.lease_next("s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=T0)
-    again = await queue.lease_next("s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(1))
+    first = await leasing_of(queue).lease_next(
+        "s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=T0
+    )
+    again = await leasing_of(queue).lease_next(
+        "s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(1)
+    )
     assert [(x.lead.id, x.token, x.attempt, x.ttl_s) for x in again] == [
         (x.lead.id, x.token, 1, 30) for x in first
     ]
     assert [e["event"] for e in await events(queue.db)].count("leased") == 3  # no second lease
     # A lease the holder finished meanwhile is no longer handed back.
     await queue.complete(first[0].lead.id, first[0].token, now=at(2))
-    later = await queue.lease_next("s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(3))
+    later = await leasing_of(queue).lease_next(
+        "s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(3)
+    )
     assert [x.token for x in later] == [x.token for x in first[1:]]
     # Nor one that expired: the key never takes new leads.
     assert (
-        await queue.lease_next("s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(30)) == []
+        await leasing_of(queue).lease_next(
+            "s", "w", max=3, ttl_s=30, idempotency_key="l-1", now=at(30)
+        )
+        == []
     )
     assert await queue.stats("s") == type(await queue.stats("s"))(queued=2, leased=2, done=1)
 
 
 async def test_a_lease_that_took_nothing_leaves_its_key_free(queue: Queue) -> None:
-    assert await queue.lease_next("s", "w", idempotency_key="k", now=T0) == []
+    assert await leasing_of(queue).lease_next("s", "w", idempotency_key="k", now=T0) == []
     assert await _count(queue, "idempotency_keys") == 0
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", idempotency_key="k", now=at(1))
+    [lease] = await leasing_of(queue).lease_next("s", "w", idempotency_key="k", now=at(1))
     assert lease.attempt == 1
 
 
 async def test_a_lease_key_sent_with_another_request_is_refused(queue: Queue) -> None:
     await queue.push("s", leads(3), now=T0)
-    await queue.lease_next("s", "w", idempotency_key="k", now=T0)
+    await leasing_of(queue).lease_next("s", "w", idempotency_key="k", now=T0)
     for kwargs in ({"max": 2}, {"ttl_s": 5.0}, {"owner": "v"}):
         request = {"owner": "w", **kwargs}
         owner = str(request.pop("owner"))
         with pytest.raises(InvalidInput, match="Idempotency-Key"):
-            await queue.lease_next("s", owner, idempotency_key="k", now=T0, **request)  # type: ignore[arg-type]
+            await leasing_of(queue).lease_next("s", owner, idempotency_key="k", now=T0, **request)  # type: ignore[arg-type]
     assert (await queue.stats("s")).leased == 1
 
 
@@ -120,7 +129,9 @@ async def test_concurrent_leases_with_one_key_lease_once(queue: Queue) -> None:
     await queue.push("s", leads(20, max_attempts=1), now=T0)
     answers = await asyncio.gather(
         *(
-            queue.lease_next("s", "w", max=2, ttl_s=60, idempotency_key="same", now=at(1))
+            leasing_of(queue).lease_next(
+                "s", "w", max=2, ttl_s=60, idempotency_key="same", now=at(1)
+            )
             for _ in range(8)
         )
     )
@@ -131,5 +142,5 @@ async def test_concurrent_leases_with_one_key_lease_once(queue: Queue) -> None:
 
 async def test_push_and_lease_keys_are_apart(queue: Queue) -> None:
     pushed = await queue.push("s", leads(1), idempotency_key="same", now=T0)
-    [lease] = await queue.lease_next("s", "w", idempotency_key="same", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", idempotency_key="same", now=T0)
     assert lease.lead.id == pushed.ids[0]

@@ -1,4 +1,5 @@
-"""Idle sockets cannot starve live requests (``app.http_connections``), on a real ``leaseq serve``.
+"""Idle sockets cannot starve live requests (``app.api.http_connections``), on a real
+``leaseq serve``.
 
 2,100 idle connections used to fill uvicorn's connection limit, after which
 every live request got 503 at once.

@@ -20,9 +20,11 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from app import migrate
 from app.config import Settings
-from app.db import (
+from app.service.maintenance import schema_revision
+from app.store import migrate
+from app.store.pool import Database, libpq_url
+from app.store.schema import (
     LEADS_STORAGE,
     idempotency_keys,
     lead_events,
@@ -31,14 +33,12 @@ from app.db import (
     session_settings,
     sqlalchemy_url,
 )
-from app.maintenance import schema_revision
-from app.pg import Database, libpq_url
 from tests.schema_catalog import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 # The catalogs of a database at revision 0001 as first released, when 0001 still
-# built its tables from app.db: the frozen 0001 must keep building exactly this.
+# built its tables from app.store.schema: the frozen 0001 must keep building exactly this.
 SCHEMA_0001 = Path(__file__).resolve().parent / "fixtures" / "schema_0001.json"
 INDEXES_0002 = {"leads_terminal_updated", "lead_events_outcomes_at"}
 
@@ -125,13 +125,13 @@ def another_engine(server_url: str) -> Iterator[Engine]:
 def test_0001_builds_the_schema_it_was_released_with(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
-    """0001 is frozen: written out op by op, it builds what it built from app.db."""
+    """0001 is frozen: written out op by op, it builds what it built from app.store.schema."""
     migrate.upgrade(empty_database_url, "0001")
     assert _schema(sync_engine) == _frozen_0001()
 
 
 def test_0001_does_not_read_the_table_definitions() -> None:
-    """A frozen revision stands alone: nothing in it follows later changes to app.db."""
+    """A frozen revision stands alone: nothing in it follows later changes to app.store.schema."""
     source = (ROOT / "migrations" / "versions" / "0001_initial.py").read_text()
     assert "from app" not in source
     assert "import app" not in source
@@ -341,7 +341,7 @@ def test_upgrade_twice_is_harmless(empty_database_url: str, sync_engine: Engine)
 
 
 async def test_the_runtime_reads_the_schema_revision(empty_database_url: str) -> None:
-    """What readyz and `leaseq report` read through app.pg: none, then the head."""
+    """What readyz and `leaseq report` read through app.store.pool: none, then the head."""
     async with Database.from_settings(Settings(), empty_database_url, pool_size=1) as db:
         assert await schema_revision(db) is None
         migrate.upgrade(empty_database_url)

@@ -1,4 +1,4 @@
-"""``app.pg``: the pool every statement goes through, its error mapping and its shield.
+"""``app.store.pool``: the pool every statement goes through, its error mapping and its shield.
 
 A cancelled caller never strands a connection and its statement runs to its
 end; an outage, a broken connection, a statement cut off and an exhausted
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from app.config import Settings
-from app.pg import Connection, Database, libpq_url
+from app.store.pool import Connection, Database, libpq_url
 from leaseq.errors import Unavailable
 from tests.api.proxy import proxied
 

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from app import sql
-from app.api.runtime import Runtime
 from app.cli.prune import parse_duration
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.service.runtime import Runtime
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead
 from tests.api.conftest import until
 from tests.serving import leaseq
-from tests.support import at, events, fetch, leads
+from tests.support import at, events, fetch, leads, leasing_of
 
 DAY = 86400.0
 
@@ -36,7 +36,7 @@ async def _finish(
 ) -> list[int]:
     """Push ``n`` leads and finish each with ``status`` at ``at(when)``."""
     pushed = await queue.push(session, leads(n), now=at(when))
-    held = await queue.lease_next(session, "w", max=n, now=at(when))
+    held = await leasing_of(queue).lease_next(session, "w", max=n, now=at(when))
     for lease in held:
         await queue.complete(lease.lead.id, lease.token, status, now=at(when))
     return pushed.ids
@@ -51,7 +51,7 @@ async def test_prune_deletes_only_old_terminal_leads_with_their_events(
     recent = await _finish(queue, 2, "done", when=6 * DAY)  # finished a day before the cutoff
     queued = (await queue.push("s", leads(2), now=at(0))).ids
     leased_ids = (await queue.push("s", leads(2), now=at(0))).ids
-    held = await queue.lease_next("s", "w", max=4, now=at(1))
+    held = await leasing_of(queue).lease_next("s", "w", max=4, now=at(1))
     assert {lease.lead.id for lease in held} == set(queued + leased_ids)
     # Two of them back to queued, two leased with a long-expired lease: neither may go.
     for lease in held[:2]:
@@ -95,7 +95,7 @@ async def test_a_batch_prunes_the_oldest_terminal_leads_first(queue: Queue, db: 
     gone: list[set[int]] = []
     for _ in range(3):
         before = await _ids(db)
-        await db.rows(sql.prune(scoped=False), params)
+        await db.rows(statements.prune(scoped=False), params)
         gone.append(before - await _ids(db))
     assert gone == [
         {lead_at[0], lead_at[10]},
@@ -106,7 +106,7 @@ async def test_a_batch_prunes_the_oldest_terminal_leads_first(queue: Queue, db: 
 
 async def test_prune_uses_the_database_clock(queue: Queue, db: Database) -> None:
     await queue.push("s", leads(1))
-    [held] = await queue.lease_next("s", "w")
+    [held] = await leasing_of(queue).lease_next("s", "w")
     await queue.complete(held.lead.id, held.token)
     assert await queue.prune(3600) == 0  # just finished
     await db.rows("UPDATE leads SET updated_at = now() - interval '2 hours'")
@@ -115,7 +115,7 @@ async def test_prune_uses_the_database_clock(queue: Queue, db: Database) -> None
 
 async def test_a_pruned_key_can_be_pushed_again(queue: Queue) -> None:
     [first] = (await queue.push("s", [NewLead({}, key="k")], now=at(0))).ids
-    [held] = await queue.lease_next("s", "w", now=at(0))
+    [held] = await leasing_of(queue).lease_next("s", "w", now=at(0))
     await queue.complete(held.lead.id, held.token, now=at(0))
     again = await queue.push("s", [NewLead({}, key="k")], now=at(1))
     assert again.ids == [first] and again.duplicates == 1
@@ -175,7 +175,7 @@ async def test_prune_keys_forgets_idempotency_keys_past_their_time(
     queue: Queue, db: Database
 ) -> None:
     await queue.push("s", leads(1), idempotency_key="old", now=at(0))
-    await queue.lease_next("s", "w", idempotency_key="old", now=at(0))  # its own verb
+    await leasing_of(queue).lease_next("s", "w", idempotency_key="old", now=at(0))  # its own verb
     await queue.push("s", leads(1), idempotency_key="new", now=at(DAY))
     assert await queue.prune_keys(DAY, now=at(DAY), batch=1) == 0  # exactly a day: kept
     assert await queue.prune_keys(DAY, now=at(DAY + 1), batch=1) == 2

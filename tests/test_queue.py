@@ -10,11 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, NotFound
 from leaseq.model import AllCounts, CompleteItem, Counts, NewLead, RenewItem, SweepResult
-from tests.support import T0, TICK, at, events, fetch, leads, row
+from tests.support import T0, TICK, at, events, fetch, leads, leasing_of, row
 
 # -- push ------------------------------------------------------------------
 
@@ -131,7 +131,7 @@ async def test_dedupe_across_batches_returns_existing_ids(queue: Queue) -> None:
 
 async def test_dedupe_holds_after_the_lead_finished(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", [NewLead({}, key="once")], now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", now=at(1))
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=at(1))
     await queue.complete(lease.lead.id, lease.token, now=at(2))
     again = await queue.push("s", [NewLead({}, key="once")], now=at(3))
     assert again.ids == [lead_id]
@@ -146,7 +146,7 @@ async def test_keyed_leads_keep_push_order(queue: Queue) -> None:
     assert pushed.ids == sorted(pushed.ids)
     for lead_id, key in zip(pushed.ids, keys, strict=True):
         assert (await queue.get(lead_id)).key == key
-    leased = await queue.lease_next("s", "w", max=10, now=T0)
+    leased = await leasing_of(queue).lease_next("s", "w", max=10, now=T0)
     assert [lease.lead.id for lease in leased] == pushed.ids
 
 
@@ -162,7 +162,7 @@ async def test_dedupe_keys_are_per_session(queue: Queue) -> None:
 
 async def test_lease_next_hands_out_a_lease(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", [NewLead({"x": 1})], now=T0)).ids
-    [lease] = await queue.lease_next("s", "worker-1", ttl_s=30, now=at(5))
+    [lease] = await leasing_of(queue).lease_next("s", "worker-1", ttl_s=30, now=at(5))
     assert lease.lead.id == lead_id
     assert lease.lead.payload == {"x": 1}
     assert lease.owner == "worker-1"
@@ -182,27 +182,27 @@ async def test_lease_next_hands_out_a_lease(queue: Queue) -> None:
 
 
 async def test_lease_next_answers_empty_when_nothing_is_queued(queue: Queue) -> None:
-    assert await queue.lease_next("s", "w", now=T0) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=T0) == []
     await queue.push("s", leads(1), now=T0)
-    assert len(await queue.lease_next("s", "w", now=T0)) == 1
-    assert await queue.lease_next("s", "w", now=T0) == []
+    assert len(await leasing_of(queue).lease_next("s", "w", now=T0)) == 1
+    assert await leasing_of(queue).lease_next("s", "w", now=T0) == []
 
 
 async def test_lease_next_uses_the_default_ttl(db: Database) -> None:
     queue = Queue(db, default_ttl_s=42)
     await queue.push("s", leads(2), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     assert (lease.expires_at, lease.ttl_s) == (at(42), 42)  # the lease says what it got
-    [asked] = await queue.lease_next("s", "w", ttl_s=7, now=T0)
+    [asked] = await leasing_of(queue).lease_next("s", "w", ttl_s=7, now=T0)
     assert (asked.expires_at, asked.ttl_s) == (at(7), 7)
 
 
 async def test_lease_next_takes_up_to_max_with_distinct_tokens(queue: Queue) -> None:
     ids = (await queue.push("s", leads(7), now=T0)).ids
-    batch = await queue.lease_next("s", "w", max=5, now=T0)
+    batch = await leasing_of(queue).lease_next("s", "w", max=5, now=T0)
     assert [lease.lead.id for lease in batch] == ids[:5]
     assert len({lease.token for lease in batch}) == 5
-    rest = await queue.lease_next("s", "w", max=100, now=T0)
+    rest = await leasing_of(queue).lease_next("s", "w", max=100, now=T0)
     assert [lease.lead.id for lease in rest] == ids[5:]
 
 
@@ -216,25 +216,25 @@ async def test_lease_order_is_priority_then_age(queue: Queue) -> None:
 
     one_by_one = []
     for _ in expected:
-        [lease] = await queue.lease_next("s", "w", now=at(2))
+        [lease] = await leasing_of(queue).lease_next("s", "w", now=at(2))
         one_by_one.append(lease.lead.id)
     assert one_by_one == expected
-    assert await queue.lease_next("s", "w", now=at(2)) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=at(2)) == []
 
 
 async def test_lease_order_in_one_batch(queue: Queue) -> None:
     ids = (await queue.push("s", [NewLead({}, priority=p) for p in (1, 3, 2, 3)], now=T0)).ids
-    batch = await queue.lease_next("s", "w", max=3, now=T0)
+    batch = await leasing_of(queue).lease_next("s", "w", max=3, now=T0)
     assert [lease.lead.id for lease in batch] == [ids[1], ids[3], ids[2]]
 
 
 async def test_delayed_lead_waits_until_available_at(queue: Queue) -> None:
     [late] = (await queue.push("s", [NewLead({}, delay_s=30, priority=9)], now=T0)).ids
     [now_lead] = (await queue.push("s", leads(1), now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", max=10, now=at(30) - TICK)
+    [lease] = await leasing_of(queue).lease_next("s", "w", max=10, now=at(30) - TICK)
     assert lease.lead.id == now_lead  # the higher priority is not available yet
-    assert await queue.lease_next("s", "w", now=at(30) - TICK) == []
-    [lease] = await queue.lease_next("s", "w", now=at(30))
+    assert await leasing_of(queue).lease_next("s", "w", now=at(30) - TICK) == []
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=at(30))
     assert lease.lead.id == late
 
 
@@ -243,7 +243,7 @@ async def test_delayed_lead_waits_until_available_at(queue: Queue) -> None:
 
 async def test_renew_extends_from_now(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     renewal = await queue.renew(lease.lead.id, lease.token, ttl_s=60, now=at(9))
     assert (renewal.expires_at, renewal.ttl_s) == (at(69), 60)
     assert (await queue.get(lease.lead.id)).lease_expires_at == at(69)
@@ -256,14 +256,14 @@ async def test_renew_extends_from_now(queue: Queue) -> None:
 async def test_renew_uses_the_default_ttl(db: Database) -> None:
     queue = Queue(db, default_ttl_s=100)
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     renewal = await queue.renew(lease.lead.id, lease.token, now=at(5))
     assert (renewal.expires_at, renewal.ttl_s) == (at(105), 100)
 
 
 async def test_renew_many_answers_each_item_in_order(queue: Queue) -> None:
     await queue.push("s", leads(3), now=T0)
-    a, b, c = await queue.lease_next("s", "w", max=3, ttl_s=10, now=T0)
+    a, b, c = await leasing_of(queue).lease_next("s", "w", max=3, ttl_s=10, now=T0)
     answers = await queue.renew_many(
         [
             RenewItem(c.lead.id, c.token, 30),
@@ -291,7 +291,7 @@ async def test_renew_many_answers_each_item_in_order(queue: Queue) -> None:
 @pytest.mark.parametrize("status", ["done", "failed", "cached"])
 async def test_complete_finishes_a_lead(queue: Queue, status: str) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.complete(
         lease.lead.id, lease.token, status, {"rows": [1, 2]}, error="boom", now=at(3)
     )
@@ -308,14 +308,14 @@ async def test_complete_finishes_a_lead(queue: Queue, status: str) -> None:
 
 async def test_complete_defaults_to_done_without_result(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.complete(lease.lead.id, lease.token, now=at(1))
     assert (lead.status, lead.result, lead.error) == ("done", None, None)
 
 
 async def test_complete_stores_any_json_result(queue: Queue) -> None:
     await queue.push("s", leads(3), now=T0)
-    leases = await queue.lease_next("s", "w", max=3, now=T0)
+    leases = await leasing_of(queue).lease_next("s", "w", max=3, now=T0)
     for lease, result in zip(leases, [[1, "two"], "text", 3.5], strict=True):
         lead = await queue.complete(lease.lead.id, lease.token, result=result, now=at(1))
         assert lead.result == result
@@ -324,7 +324,7 @@ async def test_complete_stores_any_json_result(queue: Queue) -> None:
 
 async def test_complete_many_answers_each_item_in_order(queue: Queue) -> None:
     await queue.push("s", leads(3), now=T0)
-    a, b, c = await queue.lease_next("s", "w", max=3, now=T0)
+    a, b, c = await leasing_of(queue).lease_next("s", "w", max=3, now=T0)
     answers = await queue.complete_many(
         [
             CompleteItem(b.lead.id, b.token, "cached", {"from": "cache"}),
@@ -351,23 +351,23 @@ async def test_complete_many_answers_each_item_in_order(queue: Queue) -> None:
 
 async def test_release_queues_the_lead_again(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.release(lease.lead.id, lease.token, now=at(4))
     assert (lead.status, lead.available_at, lead.lease_expires_at) == ("queued", at(4), None)
     assert lead.attempts == 1  # the attempt was made; the fencing number never goes back
     assert (await row(queue.db, lead.id))["lease_token"] is None
-    [again] = await queue.lease_next("s", "w2", now=at(4))
+    [again] = await leasing_of(queue).lease_next("s", "w2", now=at(4))
     assert (again.lead.id, again.attempt, again.owner) == (lead.id, 2, "w2")
     assert again.token != lease.token
 
 
 async def test_release_with_delay(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.release(lease.lead.id, lease.token, delay_s=60, now=at(1))
     assert lead.available_at == at(61)
-    assert await queue.lease_next("s", "w", now=at(61) - TICK) == []
-    [again] = await queue.lease_next("s", "w", now=at(61))
+    assert await leasing_of(queue).lease_next("s", "w", now=at(61) - TICK) == []
+    [again] = await leasing_of(queue).lease_next("s", "w", now=at(61))
     assert again.lead.id == lead.id
 
 
@@ -376,7 +376,7 @@ async def test_release_on_the_last_attempt_fails_the_lead(queue: Queue, max_atte
     """SPEC invariant 7: a lead is leased at most max_attempts times, release or not."""
     [lead_id] = (await queue.push("s", leads(1, max_attempts=max_attempts), now=T0)).ids
     for attempt in range(1, max_attempts + 1):
-        [lease] = await queue.lease_next("s", "w", now=at(attempt))
+        [lease] = await leasing_of(queue).lease_next("s", "w", now=at(attempt))
         assert lease.attempt == attempt
         lead = await queue.release(lead_id, lease.token, error="no disk", now=at(attempt))
         if attempt < max_attempts:
@@ -384,7 +384,7 @@ async def test_release_on_the_last_attempt_fails_the_lead(queue: Queue, max_atte
     assert (lead.status, lead.attempts, lead.lease_expires_at) == ("failed", max_attempts, None)
     assert lead.error == f"released on attempt {max_attempts} of {max_attempts}: no disk"
     assert lead.available_at == (at(max_attempts - 1) if max_attempts > 1 else T0)  # unchanged
-    assert await queue.lease_next("s", "w", now=at(100)) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=at(100)) == []
     assert (await row(queue.db, lead_id))["lease_token"] is None
     [*_, last] = await events(queue.db, lead_id)
     assert (last["event"], last["status"], last["attempt"]) == ("released", "failed", max_attempts)
@@ -392,17 +392,17 @@ async def test_release_on_the_last_attempt_fails_the_lead(queue: Queue, max_atte
 
 async def test_release_on_the_last_attempt_without_a_reason(queue: Queue) -> None:
     await queue.push("s", leads(1, max_attempts=1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.release(lease.lead.id, lease.token, delay_s=30, now=at(1))
     assert (lead.status, lead.error) == ("failed", "released on attempt 1 of 1")
 
 
 async def test_an_operator_retry_gives_a_released_out_lead_one_more_attempt(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", leads(1, max_attempts=1), now=T0)).ids
-    [first] = await queue.lease_next("s", "w", now=T0)
+    [first] = await leasing_of(queue).lease_next("s", "w", now=T0)
     await queue.release(lead_id, first.token, now=at(1))
     await queue.retry(lead_id, now=at(2))
-    [second] = await queue.lease_next("s", "w", now=at(2))
+    [second] = await leasing_of(queue).lease_next("s", "w", now=at(2))
     assert second.attempt == 2
     lead = await queue.release(lead_id, second.token, now=at(3))
     assert (lead.status, lead.error) == ("failed", "released on attempt 2 of 2")
@@ -413,7 +413,7 @@ async def test_an_operator_retry_gives_a_released_out_lead_one_more_attempt(queu
 
 async def test_sweep_requeues_expired_leases_only(queue: Queue) -> None:
     await queue.push("s", leads(3), now=T0)
-    short, long_ = await queue.lease_next("s", "w", max=2, ttl_s=10, now=T0)
+    short, long_ = await leasing_of(queue).lease_next("s", "w", max=2, ttl_s=10, now=T0)
     await queue.renew(long_.lead.id, long_.token, 100, now=T0)
     assert await queue.sweep("s", now=at(10) - TICK) == SweepResult(0, 0)
     assert await queue.sweep("s", now=at(10)) == SweepResult(requeued=1, failed=0)
@@ -429,26 +429,26 @@ async def test_sweep_requeues_expired_leases_only(queue: Queue) -> None:
 
 async def test_sweep_fails_a_lead_at_max_attempts(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", leads(1, max_attempts=2), now=T0)).ids
-    [first] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [first] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     assert await queue.sweep("s", now=at(10)) == SweepResult(requeued=1, failed=0)
-    [second] = await queue.lease_next("s", "w", ttl_s=10, now=at(10))
+    [second] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=at(10))
     assert (first.attempt, second.attempt) == (1, 2)
     assert await queue.sweep("s", now=at(20)) == SweepResult(requeued=0, failed=1)
 
     lead = await queue.get(lead_id)
     assert (lead.status, lead.attempts, lead.lease_expires_at) == ("failed", 2, None)
     assert lead.error == "lease expired on attempt 2 of 2"
-    assert await queue.lease_next("s", "w", now=at(30)) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=at(30)) == []
 
 
 async def test_sweep_counts_more_than_one_batch(
     queue: Queue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("app.queue.SWEEP_BATCH", 7)
+    monkeypatch.setattr("app.domain.queue.SWEEP_BATCH", 7)
     await queue.push("s", leads(30), now=T0)
     await queue.push("t", leads(5), now=T0)
     for session in ("s", "t"):
-        await queue.lease_next(session, "w", max=100, ttl_s=10, now=T0)
+        await leasing_of(queue).lease_next(session, "w", max=100, ttl_s=10, now=T0)
     assert await queue.sweep("s", now=at(10)) == SweepResult(requeued=30, failed=0)
     assert await queue.stats("t") == Counts(leased=5)
     assert await queue.sweep_all(now=at(10)) == SweepResult(requeued=5, failed=0)
@@ -457,9 +457,9 @@ async def test_sweep_counts_more_than_one_batch(
 async def test_sweep_all_covers_every_session(queue: Queue) -> None:
     for session in ("a", "b", "c"):
         await queue.push(session, leads(2, max_attempts=1), now=T0)
-        await queue.lease_next(session, "w", ttl_s=10, now=T0)
+        await leasing_of(queue).lease_next(session, "w", ttl_s=10, now=T0)
     await queue.push("a", leads(1, priority=1), now=T0)  # max_attempts 5: requeued
-    await queue.lease_next("a", "w", ttl_s=10, now=T0)
+    await leasing_of(queue).lease_next("a", "w", ttl_s=10, now=T0)
 
     assert await queue.sweep_all(now=at(10)) == SweepResult(requeued=1, failed=3)
     stats = await queue.stats_all()
@@ -474,8 +474,8 @@ async def test_sweep_all_covers_every_session(queue: Queue) -> None:
 async def test_sweep_is_scoped_to_its_session(queue: Queue) -> None:
     await queue.push("A", leads(2), now=T0)
     await queue.push("B", leads(2), now=T0)
-    a_leases = await queue.lease_next("A", "w", max=2, ttl_s=10, now=T0)
-    b_leases = await queue.lease_next("B", "w", max=2, ttl_s=10, now=T0)
+    a_leases = await leasing_of(queue).lease_next("A", "w", max=2, ttl_s=10, now=T0)
+    b_leases = await leasing_of(queue).lease_next("B", "w", max=2, ttl_s=10, now=T0)
     assert {lease.lead.session for lease in a_leases} == {"A"}
     assert {lease.lead.session for lease in b_leases} == {"B"}
 
@@ -491,7 +491,7 @@ async def test_sweep_is_scoped_to_its_session(queue: Queue) -> None:
 async def test_lease_next_is_scoped_to_its_session(queue: Queue) -> None:
     await queue.push("A", leads(3, priority=0), now=T0)
     await queue.push("B", leads(3, priority=100), now=T0)
-    batch = await queue.lease_next("A", "w", max=100, now=T0)
+    batch = await leasing_of(queue).lease_next("A", "w", max=100, now=T0)
     assert len(batch) == 3
     assert {lease.lead.session for lease in batch} == {"A"}
     assert await queue.stats("B") == Counts(queued=3)
@@ -504,12 +504,12 @@ async def test_cancel_a_queued_lead(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", leads(1), now=T0)).ids
     lead = await queue.cancel(lead_id, now=at(1))
     assert (lead.status, lead.error, lead.updated_at) == ("failed", "cancelled", at(1))
-    assert await queue.lease_next("s", "w", now=at(2)) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=at(2)) == []
 
 
 async def test_cancel_a_leased_lead(queue: Queue) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     lead = await queue.cancel(lease.lead.id, now=at(1))
     assert (lead.status, lead.error, lead.lease_expires_at) == ("failed", "cancelled", None)
     assert (await row(queue.db, lead.id))["lease_token"] is None
@@ -521,7 +521,7 @@ async def test_cancel_a_leased_lead(queue: Queue) -> None:
 @pytest.mark.parametrize("status", ["done", "failed", "cached"])
 async def test_cancel_of_a_terminal_lead_is_a_conflict(queue: Queue, status: str) -> None:
     await queue.push("s", leads(1), now=T0)
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     before = await queue.complete(lease.lead.id, lease.token, status, now=at(1))
     with pytest.raises(Conflict, match=status):
         await queue.cancel(lease.lead.id, now=at(2))
@@ -539,19 +539,19 @@ async def test_cancel_twice_is_a_conflict(queue: Queue) -> None:
 async def test_retry_replays_a_failed_lead(queue: Queue) -> None:
     """Attempts keep growing across replays; max_attempts makes room for one more."""
     [lead_id] = (await queue.push("s", leads(1, max_attempts=1), now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     assert await queue.sweep("s", now=at(10)) == SweepResult(requeued=0, failed=1)
 
     lead = await queue.retry(lead_id, now=at(11))
     assert (lead.status, lead.error, lead.result) == ("queued", None, None)
     assert (lead.attempts, lead.max_attempts, lead.available_at) == (1, 2, at(11))
-    [again] = await queue.lease_next("s", "w", ttl_s=10, now=at(11))
+    [again] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=at(11))
     assert (again.lead.id, again.attempt) == (lead_id, 2)
     assert again.token != lease.token
     assert await queue.sweep("s", now=at(21)) == SweepResult(requeued=0, failed=1)
 
     await queue.retry(lead_id, now=at(22))
-    [third] = await queue.lease_next("s", "w", now=at(22))
+    [third] = await leasing_of(queue).lease_next("s", "w", now=at(22))
     assert third.attempt == 3
     done = await queue.complete(lead_id, third.token, now=at(23))
     assert (done.status, done.attempts) == ("done", 3)
@@ -559,13 +559,13 @@ async def test_retry_replays_a_failed_lead(queue: Queue) -> None:
 
 async def test_retry_of_a_failed_completion_and_of_a_cancelled_lead(queue: Queue) -> None:
     ids = (await queue.push("s", leads(2), now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
     await queue.complete(lease.lead.id, lease.token, "failed", {"partial": 1}, "oops", now=at(1))
     await queue.cancel(ids[1], now=at(1))
     for lead_id in ids:
         lead = await queue.retry(lead_id, now=at(2))
         assert (lead.status, lead.result, lead.error) == ("queued", None, None)
-    leased = await queue.lease_next("s", "w", max=10, now=at(2))
+    leased = await leasing_of(queue).lease_next("s", "w", max=10, now=at(2))
     assert sorted((x.lead.id, x.attempt) for x in leased) == [(ids[0], 2), (ids[1], 1)]
 
 
@@ -573,7 +573,7 @@ async def test_retry_of_a_failed_completion_and_of_a_cancelled_lead(queue: Queue
 async def test_retry_of_a_lead_that_is_not_failed_is_a_conflict(queue: Queue, status: str) -> None:
     [lead_id] = (await queue.push("s", leads(1), now=T0)).ids
     if status != "queued":
-        [lease] = await queue.lease_next("s", "w", now=T0)
+        [lease] = await leasing_of(queue).lease_next("s", "w", now=T0)
         if status != "leased":
             await queue.complete(lead_id, lease.token, status, now=at(1))
     before = await queue.get(lead_id)
@@ -596,7 +596,7 @@ async def test_unknown_lead_is_not_found(queue: Queue) -> None:
 async def test_stats_counts_each_status(queue: Queue) -> None:
     assert await queue.stats("s") == Counts()
     await queue.push("s", leads(8, max_attempts=1), now=T0)
-    a, b, c, d, _ = await queue.lease_next("s", "w", max=5, ttl_s=10, now=T0)
+    a, b, c, d, _ = await leasing_of(queue).lease_next("s", "w", max=5, ttl_s=10, now=T0)
     await queue.complete(a.lead.id, a.token, "done", now=at(1))
     await queue.complete(b.lead.id, b.token, "cached", now=at(1))
     await queue.complete(c.lead.id, c.token, "failed", now=at(1))
@@ -613,9 +613,9 @@ async def test_stats_all_counts_per_session_and_total(queue: Queue) -> None:
     assert await queue.stats_all() == AllCounts(sessions={}, total=Counts())
     await queue.push("b", leads(3), now=T0)
     await queue.push("a", leads(2), now=T0)
-    [lease] = await queue.lease_next("b", "w", now=T0)
+    [lease] = await leasing_of(queue).lease_next("b", "w", now=T0)
     await queue.complete(lease.lead.id, lease.token, now=at(1))
-    await queue.lease_next("a", "w", now=T0)
+    await leasing_of(queue).lease_next("a", "w", now=T0)
 
     stats = await queue.stats_all()
     assert list(stats.sessions) == ["a", "b"]
@@ -635,7 +635,7 @@ async def test_the_database_clock_is_used_without_now(queue: Queue) -> None:
     """Without ``now`` every stamp is the database's clock (SPEC invariant 3)."""
     before = await queue.db_now()
     [lead_id] = (await queue.push("s", leads(1))).ids
-    [lease] = await queue.lease_next("s", "w", ttl_s=600)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=600)
     after = await queue.db_now()
     lead = await queue.get(lead_id)
     assert before <= lead.created_at <= after

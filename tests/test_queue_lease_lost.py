@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from app.queue import Queue, new_token
+from app.domain.queue import Queue
+from app.leasing.session import new_token
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, Counts, ItemResult, RenewItem, SweepResult
-from tests.support import T0, TICK, at, events, fetch, leads, row
+from tests.support import T0, TICK, at, events, fetch, leads, leasing_of, row
 
 
 @dataclass
@@ -34,7 +35,7 @@ Setup = Callable[[Queue], Awaitable[Attempt]]
 
 async def _leased(queue: Queue, max_attempts: int = 5) -> tuple[int, str]:
     await queue.push("s", leads(1, max_attempts=max_attempts), now=T0)
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     assert lease.expires_at == at(10)
     return lease.lead.id, lease.token
 
@@ -99,7 +100,7 @@ async def swept_to_failed(queue: Queue) -> Attempt:
 async def re_leased_after_sweep(queue: Queue) -> Attempt:
     lead_id, token = await _leased(queue)
     await queue.sweep("s", now=at(10))
-    [newer] = await queue.lease_next("s", "w2", ttl_s=10, now=at(10))
+    [newer] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(10))
     assert (newer.lead.id, newer.attempt) == (lead_id, 2)
     return Attempt(lead_id, token, at(11))  # the newer lease is valid at that instant
 
@@ -113,7 +114,7 @@ async def released(queue: Queue) -> Attempt:
 async def re_leased_after_release(queue: Queue) -> Attempt:
     lead_id, token = await _leased(queue)
     await queue.release(lead_id, token, now=at(1))
-    [newer] = await queue.lease_next("s", "w2", ttl_s=10, now=at(1))
+    [newer] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(1))
     assert newer.attempt == 2
     return Attempt(lead_id, token, at(2))
 
@@ -128,7 +129,7 @@ async def cancelled_then_retried_and_re_leased(queue: Queue) -> Attempt:
     lead_id, token = await _leased(queue)
     await queue.cancel(lead_id, now=at(1))
     await queue.retry(lead_id, now=at(1))
-    [newer] = await queue.lease_next("s", "w2", ttl_s=10, now=at(1))
+    [newer] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(1))
     assert newer.attempt == 2
     return Attempt(lead_id, token, at(2))
 
@@ -253,7 +254,7 @@ async def test_the_newer_lease_survives_the_older_holder(queue: Queue) -> None:
     """After a re-lease, the stale holder loses and the new holder keeps full use of its lease."""
     lead_id, old = await _leased(queue)
     await queue.sweep("s", now=at(10))
-    [newer] = await queue.lease_next("s", "w2", ttl_s=10, now=at(10))
+    [newer] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(10))
     for op in (_renew, _complete, _release):
         await op(queue, Attempt(lead_id, old, at(11)))
     assert (await queue.renew(lead_id, newer.token, 10, now=at(12))).expires_at == at(22)
@@ -294,7 +295,7 @@ async def test_complete_twice_completes_once(queue: Queue) -> None:
 async def _mixed_batch(queue: Queue) -> dict[str, tuple[int, str]]:
     """Six leases at T0: two kept valid, four lost in different ways, as seen at at(5)."""
     await queue.push("s", leads(6), now=T0)
-    got = await queue.lease_next("s", "w", max=6, ttl_s=60, now=T0)
+    got = await leasing_of(queue).lease_next("s", "w", max=6, ttl_s=60, now=T0)
     by_name = dict(
         zip(
             ["ok1", "expired", "ok2", "completed", "cancelled", "re_leased"],
@@ -308,7 +309,7 @@ async def _mixed_batch(queue: Queue) -> dict[str, tuple[int, str]]:
     await queue.cancel(by_name["cancelled"][0], now=at(1))
     lead_id, token = by_name["re_leased"]
     await queue.release(lead_id, token, now=at(1))
-    [newer] = await queue.lease_next("s", "w2", now=at(1))
+    [newer] = await leasing_of(queue).lease_next("s", "w2", now=at(1))
     assert newer.lead.id == lead_id
     return by_name
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost
 from leaseq.model import CompleteItem, NewLead, RenewItem
-from tests.support import T0, at, events, fetch, leads
+from tests.support import T0, at, events, fetch, leads, leasing_of
 
 
 def _event(
@@ -42,12 +42,12 @@ async def _history(db: Database, lead_id: int) -> list[dict[str, Any]]:
 
 async def test_every_transition_writes_its_event(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", leads(1, max_attempts=3), now=T0)).ids
-    [first] = await queue.lease_next("s", "w1", ttl_s=10, now=at(1))
+    [first] = await leasing_of(queue).lease_next("s", "w1", ttl_s=10, now=at(1))
     await queue.renew(lead_id, first.token, 20, now=at(2))  # not a transition: no event
     await queue.release(lead_id, first.token, now=at(3))
-    [second] = await queue.lease_next("s", "w2", ttl_s=10, now=at(4))
+    [second] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(4))
     await queue.sweep("s", now=at(14))
-    [third] = await queue.lease_next("s", "w3", ttl_s=10, now=at(15))
+    [third] = await leasing_of(queue).lease_next("s", "w3", ttl_s=10, now=at(15))
     await queue.complete(lead_id, third.token, "done", {"ok": True}, now=at(16))
 
     assert await _history(queue.db, lead_id) == [
@@ -64,11 +64,11 @@ async def test_every_transition_writes_its_event(queue: Queue) -> None:
 
 async def test_cancel_retry_and_failure_by_sweep_write_their_events(queue: Queue) -> None:
     [cancelled, dead] = (await queue.push("s", leads(2, max_attempts=1), now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=at(1))
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=at(1))
     assert lease.lead.id == cancelled
     await queue.cancel(cancelled, now=at(2))
     await queue.retry(cancelled, now=at(3))
-    [dead_lease] = await queue.lease_next("s", "w", ttl_s=10, now=at(1))
+    [dead_lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=at(1))
     assert dead_lease.lead.id == dead
     await queue.sweep_all(now=at(11))
 
@@ -88,7 +88,7 @@ async def test_cancel_retry_and_failure_by_sweep_write_their_events(queue: Queue
 @pytest.mark.parametrize("status", ["done", "failed", "cached"])
 async def test_completed_event_carries_the_final_status(queue: Queue, status: str) -> None:
     await queue.push("s", leads(2), now=T0)
-    a, b = await queue.lease_next("s", "w", max=2, now=T0)
+    a, b = await leasing_of(queue).lease_next("s", "w", max=2, now=T0)
     await queue.complete(a.lead.id, a.token, status, now=at(1))
     await queue.complete_many([CompleteItem(b.lead.id, b.token, status)], now=at(1))
     for lease in (a, b):
@@ -99,7 +99,7 @@ async def test_completed_event_carries_the_final_status(queue: Queue, status: st
 
 async def test_refused_operations_write_nothing(queue: Queue) -> None:
     [lead_id] = (await queue.push("s", [NewLead({}, key="k")], now=T0)).ids
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
     await queue.complete(lead_id, lease.token, now=at(1))
     before = await events(queue.db)
 
@@ -117,14 +117,14 @@ async def test_refused_operations_write_nothing(queue: Queue) -> None:
     await queue.complete_many([CompleteItem(lead_id, lease.token)], now=at(2))
     await queue.complete(lead_id, lease.token, now=at(2))  # a retried completion: answered again
     await queue.sweep_all(now=at(100))
-    assert await queue.lease_next("s", "w", now=at(100)) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=at(100)) == []
 
     assert await events(queue.db) == before
 
 
 async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
     pushed = await queue.push("s", leads(50), now=T0)
-    leased = await queue.lease_next("s", "w", max=50, ttl_s=10, now=at(1))
+    leased = await leasing_of(queue).lease_next("s", "w", max=50, ttl_s=10, now=at(1))
     await queue.complete_many([CompleteItem(x.lead.id, x.token) for x in leased[:20]], now=at(2))
     await queue.sweep("s", now=at(11))
     rows = await fetch(
@@ -145,12 +145,12 @@ async def test_batches_write_one_event_per_lead(queue: Queue) -> None:
 async def test_ledger_off_writes_no_events(db: Database) -> None:
     queue = Queue(db, ledger=False)
     ids = (await queue.push("s", leads(4, max_attempts=2), now=T0)).ids
-    a, b, c = await queue.lease_next("s", "w", max=3, ttl_s=10, now=T0)
+    a, b, c = await leasing_of(queue).lease_next("s", "w", max=3, ttl_s=10, now=T0)
     await queue.renew(a.lead.id, a.token, 10, now=at(1))
     await queue.complete(a.lead.id, a.token, now=at(2))
     await queue.complete_many([CompleteItem(b.lead.id, b.token, "cached")], now=at(2))
     await queue.release(c.lead.id, c.token, now=at(2))
-    [d] = await queue.lease_next("s", "w", ttl_s=10, now=at(3))
+    [d] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=at(3))
     assert (await queue.sweep("s", now=at(13))).failed == 1
     await queue.retry(d.lead.id, now=at(14))
     await queue.cancel(ids[3], now=at(14))

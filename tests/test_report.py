@@ -1,4 +1,5 @@
-"""The ledger's audit (app.report): what a healthy history gives, and what a broken one shows."""
+"""The ledger's audit (app.domain.report): what a healthy history gives, and what a broken one
+shows."""
 
 from __future__ import annotations
 
@@ -6,22 +7,22 @@ from dataclasses import asdict
 
 import pytest
 
-from app.pg import Database
-from app.queue import Queue
-from app.report import OwnerReport, Report, report
+from app.domain.queue import Queue
+from app.domain.report import OwnerReport, Report, report
+from app.store.pool import Database
 from leaseq.errors import Conflict, InvalidInput
 from leaseq.model import NewLead
-from tests.support import T0, at
+from tests.support import T0, at, leasing_of
 
 
 async def test_a_healthy_history(queue: Queue) -> None:
     [a, b, c] = (await queue.push("s", [NewLead({"i": i}) for i in range(3)], now=T0)).ids
-    first = await queue.lease_next("s", "w1", max=3, ttl_s=10, now=at(1))
+    first = await leasing_of(queue).lease_next("s", "w1", max=3, ttl_s=10, now=at(1))
     by_id = {lease.lead.id: lease for lease in first}
     await queue.complete(a, by_id[a].token, now=at(2))
     await queue.release(b, by_id[b].token, now=at(3))
     await queue.sweep("s", now=at(20))  # c expired at 11
-    again = await queue.lease_next("s", "w2", max=2, ttl_s=10, now=at(21))
+    again = await leasing_of(queue).lease_next("s", "w2", max=2, ttl_s=10, now=at(21))
     for lease in again:
         await queue.complete(lease.lead.id, lease.token, status="cached", now=at(22))
     with pytest.raises(Conflict):  # already cached: refused, nothing written
@@ -120,10 +121,10 @@ async def test_a_broken_history_shows_its_faults(queue: Queue, db: Database) -> 
 async def test_a_dead_letter_replay_is_not_a_double_completion(queue: Queue) -> None:
     """Failed, retried by an operator and completed again: SPEC invariant 4 allows it."""
     [lead] = (await queue.push("s", [NewLead({})], now=T0)).ids
-    [first] = await queue.lease_next("s", "w1", ttl_s=10, now=at(1))
+    [first] = await leasing_of(queue).lease_next("s", "w1", ttl_s=10, now=at(1))
     await queue.complete(lead, first.token, status="failed", error="boom", now=at(2))
     await queue.retry(lead, now=at(3))
-    [second] = await queue.lease_next("s", "w2", ttl_s=10, now=at(4))
+    [second] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(4))
     await queue.complete(lead, second.token, now=at(5))
 
     found = await report(queue, "s")

@@ -12,11 +12,11 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from app.db import EVENTS
-from app.pg import Database
-from app.queue import Queue
-from app.report import report
-from tests.support import fetch, leads
+from app.domain.queue import Queue
+from app.domain.report import report
+from app.store.pool import Database
+from app.store.schema import EVENTS
+from tests.support import fetch, leads, leasing_of
 from tests.test_concurrency import queues, within_deadline
 
 SESSION = "dead-letters"
@@ -59,7 +59,7 @@ async def work(queue: Queue, name: str, stop: asyncio.Event) -> int:
     """Lease and finish leads until told to stop: even ids fail, odd ones are done."""
     finished = 0
     while not stop.is_set():
-        held = await queue.lease_next(SESSION, name, max=5, ttl_s=60)
+        held = await leasing_of(queue).lease_next(SESSION, name, max=5, ttl_s=60)
         for lease in held:
             status: Any = "failed" if lease.lead.id % 2 == 0 else "done"
             await queue.complete(lease.lead.id, lease.token, status)
@@ -93,9 +93,9 @@ async def test_retry_failed_requeues_each_failed_lead_once_while_workers_run(
 ) -> None:
     ids = (await queue.push(SESSION, leads(300, max_attempts=10_000))).ids
     other = (await queue.push(OTHER, leads(10))).ids
-    for lease in await queue.lease_next(SESSION, "setup", max=100):
+    for lease in await leasing_of(queue).lease_next(SESSION, "setup", max=100):
         await queue.complete(lease.lead.id, lease.token, "failed", error="first")
-    for lease in await queue.lease_next(OTHER, "setup", max=5):
+    for lease in await leasing_of(queue).lease_next(OTHER, "setup", max=5):
         await queue.complete(lease.lead.id, lease.token, "failed", error="theirs")
 
     stop = asyncio.Event()

@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 
-from app.queue import new_token
+from app.leasing.session import new_token
 from tests.serving import Services
 
 pytestmark = pytest.mark.service

@@ -20,8 +20,8 @@ import httpx
 import psycopg
 import pytest
 
-from app import embedded
-from app.pg import libpq_url
+from app.store import embedded
+from app.store.pool import libpq_url
 from tests.serving import Service, Services, leaseq, postgres_running, stop_postgres
 
 pytestmark = pytest.mark.service

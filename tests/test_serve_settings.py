@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from app import serve
+from app.api import serve
 from app.config import Settings
 from leaseq.cli import app
 
 
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What ``leaseq serve`` would run with: app.serve.run replaced by a recorder."""
+    """What ``leaseq serve`` would run with: app.api.serve.run replaced by a recorder."""
     for key in list(os.environ):
         if key.startswith("LEASEQ_"):
             monkeypatch.delenv(key)

@@ -13,11 +13,12 @@ from datetime import timedelta
 
 import pytest
 
-from app import overview, sql
 from app.config import Settings
-from app.fleet import Fleet
-from app.pg import Database
-from app.queue import Queue
+from app.domain import overview
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.store import statements
+from app.store.pool import Database
 from leaseq.errors import InvalidInput, LeaseLost
 from leaseq.limits import (
     MAX_BURST,
@@ -27,7 +28,7 @@ from leaseq.limits import (
     MIN_WEIGHT,
 )
 from leaseq.model import NewLead, RenewItem, SessionSettings
-from tests.support import T0, at, leads
+from tests.support import T0, across, at, leads, lease_from, leasing_of
 
 
 async def held(queue: Queue, session: str) -> int:
@@ -91,27 +92,27 @@ async def test_bad_settings_are_refused_and_nothing_changes(
 async def test_a_cap_bounds_the_leads_leased_at_once(queue: Queue) -> None:
     await queue.push("s", leads(10))
     await queue.put_settings("s", SessionSettings(max_leased=3))
-    first = await queue.lease_next("s", "w", max=10, now=T0)
+    first = await leasing_of(queue).lease_next("s", "w", max=10, now=T0)
     assert len(first) == 3 and await held(queue, "s") == 3
-    blocked = await queue.lease_from("s", "w", max=10, now=T0)
+    blocked = await lease_from(queue, "s", "w", max=10, now=T0)
     assert blocked.leases == [] and blocked.capped
     await queue.complete(first[0].lead.id, first[0].token, now=T0)
-    [again] = await queue.lease_next("s", "w", max=10, now=T0)  # one place freed
+    [again] = await leasing_of(queue).lease_next("s", "w", max=10, now=T0)  # one place freed
     assert again.lead.id not in {x.lead.id for x in first}
     await queue.put_settings("s", SessionSettings(max_leased=0))  # held back entirely
     await queue.release(again.lead.id, again.token, now=T0)
-    assert await queue.lease_next("s", "w", now=T0) == []
+    assert await leasing_of(queue).lease_next("s", "w", now=T0) == []
     await queue.put_settings("s", SessionSettings())  # the cap lifted: one statement again
-    assert len(await queue.lease_next("s", "w", max=10, now=T0)) == 7  # the queued rest
+    assert len(await leasing_of(queue).lease_next("s", "w", max=10, now=T0)) == 7  # the queued rest
 
 
 async def test_an_expired_lease_counts_against_the_cap_until_it_is_swept(queue: Queue) -> None:
     await queue.push("s", leads(3))
     await queue.put_settings("s", SessionSettings(max_leased=1))
-    [lease] = await queue.lease_next("s", "w", ttl_s=10, now=T0)
-    assert await queue.lease_next("s", "w", now=at(11)) == []  # expired, not yet swept
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=10, now=T0)
+    assert await leasing_of(queue).lease_next("s", "w", now=at(11)) == []  # expired, not yet swept
     await queue.sweep("s", now=at(11))
-    [after] = await queue.lease_next("s", "w", now=at(11))
+    [after] = await leasing_of(queue).lease_next("s", "w", now=at(11))
     assert after.lead.id == lease.lead.id and after.attempt == 2
 
 
@@ -136,7 +137,7 @@ async def test_concurrent_leasers_never_exceed_the_cap(database_url: str) -> Non
         async def leaser(n: int) -> list[int]:
             taken: list[int] = []
             while True:
-                leases = await queue.lease_next("capped", f"w{n}", max=1 + n % 3)
+                leases = await leasing_of(queue).lease_next("capped", f"w{n}", max=1 + n % 3)
                 if not leases:
                     if (await queue.stats("capped")).queued == 0:
                         return taken
@@ -161,8 +162,8 @@ async def test_concurrent_leasers_never_exceed_the_cap(database_url: str) -> Non
 async def test_a_capped_lease_sent_again_with_its_key_gets_the_same_leases(queue: Queue) -> None:
     await queue.push("s", leads(10))
     await queue.put_settings("s", SessionSettings(max_leased=3))
-    first = await queue.lease_next("s", "w", max=5, idempotency_key="k", now=T0)
-    again = await queue.lease_next("s", "w", max=5, idempotency_key="k", now=T0)
+    first = await leasing_of(queue).lease_next("s", "w", max=5, idempotency_key="k", now=T0)
+    again = await leasing_of(queue).lease_next("s", "w", max=5, idempotency_key="k", now=T0)
     assert len(first) == 3 and [x.token for x in again] == [x.token for x in first]
     assert await held(queue, "s") == 3  # the retry took nothing more
 
@@ -175,12 +176,12 @@ async def test_the_rate_is_a_token_bucket_on_the_database_clock(queue: Queue) ->
     await queue.put_settings("s", SessionSettings(rate_per_s=2, burst=3))
 
     async def lease(seconds: float, asked: int = 10) -> int:
-        got = await queue.lease_from("s", "w", max=asked, ttl_s=600, now=at(seconds))
+        got = await lease_from(queue, "s", "w", max=asked, ttl_s=600, now=at(seconds))
         return len(got.leases)
 
     assert await lease(0) == 3  # a full bucket: the burst
     assert await lease(0) == 0
-    nothing = await queue.lease_from("s", "w", max=1, now=at(0.1))
+    nothing = await lease_from(queue, "s", "w", max=1, now=at(0.1))
     assert nothing.leases == [] and nothing.next_token_s == pytest.approx(0.4)
     assert await lease(0.6) == 1  # 2/s: 1.2 tokens by now
     assert await lease(0.9) == 0  # 0.2 + 0.6
@@ -193,20 +194,24 @@ async def test_the_rate_is_a_token_bucket_on_the_database_clock(queue: Queue) ->
 async def test_the_default_burst_is_one_seconds_worth(queue: Queue) -> None:
     await queue.push("s", leads(20))
     await queue.put_settings("s", SessionSettings(rate_per_s=4))
-    assert len(await queue.lease_next("s", "w", max=10, now=T0)) == 4
+    assert len(await leasing_of(queue).lease_next("s", "w", max=10, now=T0)) == 4
     await queue.put_settings("s", SessionSettings(rate_per_s=0.2))  # a rate kept: its level too
-    assert await queue.lease_next("s", "w", max=10, now=at(1)) == []  # 0.2 tokens came
-    assert len(await queue.lease_next("s", "w", max=10, now=at(6))) == 1  # a burst of one
+    assert await leasing_of(queue).lease_next("s", "w", max=10, now=at(1)) == []  # 0.2 tokens came
+    assert (
+        len(await leasing_of(queue).lease_next("s", "w", max=10, now=at(6))) == 1
+    )  # a burst of one
 
 
 async def test_cap_and_rate_together(queue: Queue) -> None:
     await queue.push("s", leads(20))
     await queue.put_settings("s", SessionSettings(max_leased=2, rate_per_s=10, burst=10))
-    first = await queue.lease_next("s", "w", max=10, now=T0)
+    first = await leasing_of(queue).lease_next("s", "w", max=10, now=T0)
     assert len(first) == 2  # the cap binds before the bucket
     for lease in first:
         await queue.complete(lease.lead.id, lease.token, now=T0)
-    assert len(await queue.lease_next("s", "w", max=10, now=T0)) == 2  # 8 tokens left: cap
+    assert (
+        len(await leasing_of(queue).lease_next("s", "w", max=10, now=T0)) == 2
+    )  # 8 tokens left: cap
 
 
 async def test_a_session_without_limits_leases_in_one_statement(db: Database) -> None:
@@ -218,11 +223,11 @@ async def test_a_session_without_limits_leases_in_one_statement(db: Database) ->
     await queue.push("weighted", leads(3))
     params = {"max": 2, "ttl_s": 60.0, "owner": "w", "now": T0, "tokens": ["a", "b"]}
     for session in ("free", "weighted"):
-        rows = await db.rows(sql.lease_next(True), {**params, "session": session})
+        rows = await db.rows(statements.lease_next(True), {**params, "session": session})
         assert [row["limited"] for row in rows] == [False, False]
     await queue.put_settings("limited", SessionSettings(max_leased=1))
     await queue.push("limited", leads(3))
-    [row] = await db.rows(sql.lease_next(True), {**params, "session": "limited"})
+    [row] = await db.rows(statements.lease_next(True), {**params, "session": "limited"})
     assert row["limited"] and row["id"] is None  # it took nothing: the caller locks and leases
     assert (await queue.stats("limited")).leased == 0
 
@@ -232,7 +237,7 @@ async def test_a_session_without_limits_leases_in_one_statement(db: Database) ->
 
 async def test_a_checkpoint_survives_expiry_sweep_re_lease_and_release(queue: Queue) -> None:
     await queue.push("s", [NewLead({"pages": 100})])
-    [first] = await queue.lease_next("s", "w1", ttl_s=10, now=T0)
+    [first] = await leasing_of(queue).lease_next("s", "w1", ttl_s=10, now=T0)
     assert first.lead.checkpoint is None
     await queue.renew(first.lead.id, first.token, 10, checkpoint={"page": 40}, now=at(1))
     await queue.renew(first.lead.id, first.token, 10, now=at(2))  # without one: it stays
@@ -241,7 +246,7 @@ async def test_a_checkpoint_survives_expiry_sweep_re_lease_and_release(queue: Qu
     # The holder vanishes: its lease expires, the sweep takes it back, the next holder resumes.
     assert (await queue.sweep("s", now=at(20))).requeued == 1
     assert (await queue.get(first.lead.id)).checkpoint == {"page": 40}
-    [second] = await queue.lease_next("s", "w2", ttl_s=10, now=at(20))
+    [second] = await leasing_of(queue).lease_next("s", "w2", ttl_s=10, now=at(20))
     assert (second.lead.id, second.attempt) == (first.lead.id, 2)
     assert second.lead.checkpoint == {"page": 40}
     with pytest.raises(LeaseLost):  # the old holder cannot write one any more
@@ -251,7 +256,7 @@ async def test_a_checkpoint_survives_expiry_sweep_re_lease_and_release(queue: Qu
     await queue.renew(second.lead.id, second.token, checkpoint=[70, "of", 100], now=at(21))
     released = await queue.release(second.lead.id, second.token, now=at(22))
     assert released.checkpoint == [70, "of", 100]
-    [third] = await queue.lease_next("s", "w3", now=at(22))
+    [third] = await leasing_of(queue).lease_next("s", "w3", now=at(22))
     assert third.lead.checkpoint == [70, "of", 100]
     done = await queue.complete(third.lead.id, third.token, result={"pages": 100}, now=at(23))
     assert done.checkpoint == [70, "of", 100]
@@ -259,7 +264,7 @@ async def test_a_checkpoint_survives_expiry_sweep_re_lease_and_release(queue: Qu
 
 async def test_a_bad_checkpoint_is_refused_before_anything_is_written(queue: Queue) -> None:
     await queue.push("s", leads(2))
-    a, b = await queue.lease_next("s", "w", max=2, ttl_s=10, now=T0)
+    a, b = await leasing_of(queue).lease_next("s", "w", max=2, ttl_s=10, now=T0)
     deep: object = 1
     for _ in range(70):
         deep = [deep]
@@ -286,7 +291,7 @@ async def test_the_oldest_available_age_is_judged_on_the_database_clock(queue: Q
     await queue.push("s", leads(2), now=now)
     await queue.push("s", [NewLead({"later": True}, delay_s=30)], now=now)
     assert (await queue.stats("s", now=now + timedelta(seconds=5))).oldest_available_age_s == 5
-    a, b = await queue.lease_next("s", "w", max=2, now=now + timedelta(seconds=5))
+    a, b = await leasing_of(queue).lease_next("s", "w", max=2, now=now + timedelta(seconds=5))
     # Only the delayed lead is left: not available until it is due, then aged from then.
     assert (await queue.stats("s", now=now + timedelta(seconds=10))).oldest_available_age_s is None
     due = await queue.stats("s", now=now + timedelta(seconds=42))
@@ -308,27 +313,27 @@ async def test_lead_times_written_by_hand_fail_no_statement_across_sessions(
     """Infinite timestamps written in SQL into one session's leads (its oldest available
     lead at '-infinity', another's lease expiring at 'infinity') reach every statement across
     sessions: the stats, the fleet's view, the dashboard's data all still answer (an age
-    beyond any finite one reads as sql.MAX_SPAN_S), and a lease across sessions serves the
+    beyond any finite one reads as statements.MAX_SPAN_S), and a lease across sessions serves the
     others (a lead that cannot be read back skips its session)."""
     queue = Queue(db)
     await queue.push("ancient", leads(2))
     await queue.push("forever", leads(2))
     await queue.push("ok", leads(3))
-    [held_on] = await queue.lease_next("forever", "w")
+    [held_on] = await leasing_of(queue).lease_next("forever", "w")
     await db.rows("UPDATE leads SET available_at = '-infinity' WHERE session = 'ancient'")
     await db.rows(
         "UPDATE leads SET lease_expires_at = 'infinity' WHERE id = %(id)s",
         {"id": held_on.lead.id},
     )
     every = await queue.stats_all()
-    assert every.sessions["ancient"].oldest_available_age_s == sql.MAX_SPAN_S
-    assert every.total.oldest_available_age_s == sql.MAX_SPAN_S
+    assert every.sessions["ancient"].oldest_available_age_s == statements.MAX_SPAN_S
+    assert every.total.oldest_available_age_s == statements.MAX_SPAN_S
     assert (await queue.available())["ok"] >= 0
     snapshot = await overview.snapshot(queue)
     [expiring] = snapshot.expiring
-    assert (expiring.lead_id, expiring.expires_in_s) == (held_on.lead.id, sql.MAX_SPAN_S)
+    assert (expiring.lead_id, expiring.expires_in_s) == (held_on.lead.id, statements.MAX_SPAN_S)
     with caplog.at_level(logging.ERROR, logger="leaseq.fleet"):
-        fleet = Fleet(queue)
-        got = [x.lead.session for _ in range(6) for x in await fleet.lease(None, "w")]
+        fleet = Fleet(leasing_of(queue).sessions)
+        got = [x.lead.session for _ in range(6) for x in await fleet.lease(across(None, "w"))]
     assert sorted(got) == ["forever", "ok", "ok", "ok"]
     assert any("ancient" in r.getMessage() for r in caplog.records), caplog.records

@@ -1,6 +1,6 @@
 """A session's settings over their whole ranges (``leaseq.limits``), and rows outside them.
 
-The token bucket's arithmetic (``sql.lease_limited``) is proved by hypothesis on the real
+The token bucket's arithmetic (``statements.lease_limited``) is proved by hypothesis on the real
 statements on PostgreSQL: settings at the edges of each range and between, the injected
 database clock moved from nothing to years between leases, buckets empty, full and between.
 No statement ever fails, the bucket never grants more than its rate and burst allow (nor
@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import overview
 from app.config import Settings
-from app.fleet import Fleet
-from app.pg import Database
-from app.queue import Queue
+from app.domain import overview
+from app.domain.queue import Queue
+from app.leasing.fleet import Fleet
+from app.store.pool import Database
 from leaseq.limits import (
     INT32_MAX,
     MAX_BURST,
@@ -42,7 +42,7 @@ from leaseq.limits import (
     MIN_WEIGHT,
 )
 from leaseq.model import SessionSettings
-from tests.support import T0, leads
+from tests.support import T0, across, leads, lease_from, leasing_of
 
 EXAMPLES = 60
 YEAR_S = 365 * 86400
@@ -175,7 +175,7 @@ async def check_bucket(
     now = T0
     for elapsed, asked in steps:
         now += elapsed
-        leased = await queue.lease_from(session, "w", max=asked, ttl_s=3600, now=now)
+        leased = await lease_from(queue, session, "w", max=asked, ttl_s=3600, now=now)
         room = math.inf if cap is None else cap - sum(granted)
         n = len(leased.leases)
         assert n <= min(asked, room)
@@ -280,7 +280,7 @@ async def check_stored(
     now, held = T0, 0
     for elapsed, asked in steps:
         now += elapsed
-        leased = await queue.lease_from(session, "w", max=asked, ttl_s=3600, now=now)
+        leased = await lease_from(queue, session, "w", max=asked, ttl_s=3600, now=now)
         n = len(leased.leases)
         assert n <= asked and (burst is None or n <= burst)
         if leased.next_token_s is not None:
@@ -288,7 +288,7 @@ async def check_stored(
         held += n
     assert read.max_leased is None or held <= read.max_leased
     # Every statement across sessions reads the row too: the fleet's view, stats, dashboard.
-    await Fleet(queue).lease(None, "w", now=now)
+    await Fleet(leasing_of(queue).sessions).lease(across(None, "w"), now=now)
     await queue.stats_all()
     await overview.snapshot(queue)
     await queue.db.rows("DELETE FROM session_settings WHERE session = %(s)s", {"s": session})

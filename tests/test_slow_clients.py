@@ -1,4 +1,4 @@
-"""Slow and hostile clients cannot hold a real ``leaseq serve`` (``app.http_connections``).
+"""Slow and hostile clients cannot hold a real ``leaseq serve`` (``app.api.http_connections``).
 
 2,100 connections that sent a head and then trickled their bodies once held
 every live request at 503 for as long as they trickled, and a 1 MiB head was

@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app import overview, sql
-from app.pg import Database
-from app.queue import Queue, new_token
+from app.domain import overview
+from app.domain.queue import Queue
+from app.leasing.session import new_token
+from app.store import statements
+from app.store.pool import Database
 from leaseq.model import SessionSettings
-from tests.support import T0, at
+from tests.support import T0, at, leasing_of
 
 SESSIONS = 20
 PER_SESSION = 5000
@@ -56,7 +58,7 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
                 "now": at(1),
                 "tokens": [new_token() for _ in range(max_)],
             }
-            plan = await _plan(db, sql.lease_next(ledger), params)
+            plan = await _plan(db, statements.lease_next(ledger), params)
             assert "Index Scan using leads_ready on leads" in plan, plan
             assert "Seq Scan on leads" not in plan, plan
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
@@ -74,7 +76,7 @@ async def test_the_grouped_lease_uses_the_partial_index_too(db: Database) -> Non
             "now": at(1),
             "tokens": [new_token() for _ in range(30)],
         }
-        plan = await _plan(db, sql.lease_group(ledger), params)
+        plan = await _plan(db, statements.lease_group(ledger), params)
         assert "Index Scan using leads_ready on leads" in plan, plan
         assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
 
@@ -92,7 +94,7 @@ async def test_the_limited_lease_uses_the_partial_index_too(db: Database) -> Non
         "now": at(1),
         "tokens": [new_token() for _ in range(10)],
     }
-    plan = await _plan(db, sql.lease_limited(True), params)
+    plan = await _plan(db, statements.lease_limited(True), params)
     assert "Index Scan using leads_ready on leads" in plan, plan
     assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
     assert "lead_counts" in plan and "leads_session_status" not in plan, plan
@@ -102,7 +104,7 @@ async def test_sweep_uses_the_expiry_index(db: Database) -> None:
     await _fill(db)
     for scoped in (True, False):
         params = {"session": "s3", "now": at(30), "limit": 1000}
-        plan = await _plan(db, sql.sweep(True, scoped=scoped), params)
+        plan = await _plan(db, statements.sweep(True, scoped=scoped), params)
         assert "leads_leased_expiry" in plan, plan
         assert "Seq Scan on leads" not in plan, plan
 
@@ -111,7 +113,7 @@ async def test_the_filled_table_leases_as_planned(db: Database) -> None:
     """The statement explained above runs and honours priority then age on that data."""
     await _fill(db)
     queue = Queue(db)
-    leased = await queue.lease_next("s3", "w", max=100, now=at(1))
+    leased = await leasing_of(queue).lease_next("s3", "w", max=100, now=at(1))
     assert len(leased) == 100
     keys = [(-lease.lead.priority, lease.lead.id) for lease in leased]
     assert keys == sorted(keys)
@@ -139,13 +141,13 @@ async def test_prune_uses_the_terminal_index(db: Database) -> None:
     await _finished_over_hours(db)
     for older_than_s in (60.0, 86_400.0):  # most finished leads qualify; a few do
         params = {"older_than_s": older_than_s, "now": at(0), "limit": 1000}
-        plan = await _plan(db, sql.prune(scoped=False), params)
+        plan = await _plan(db, statements.prune(scoped=False), params)
         assert "Index Scan using leads_terminal_updated on leads  (" in plan, plan
         assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
         assert "Sort" not in plan, plan  # the index gives the order
         assert "LockRows" in plan, plan
     scoped = {"older_than_s": 60.0, "now": at(0), "limit": 1000, "session": "s3"}
-    plan = await _plan(db, sql.prune(scoped=True), scoped)
+    plan = await _plan(db, statements.prune(scoped=True), scoped)
     assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
 
     # And the statement explained above deletes what it should on that data.
@@ -174,7 +176,7 @@ FROM generate_series(1, 150000) AS n
     )
     await db.rows("VACUUM ANALYZE lead_events")
 
-    window = sql.per_minute(overview.WINDOW_MINUTES)
+    window = statements.per_minute(overview.WINDOW_MINUTES)
     plan = await _plan(db, window, {})
     assert "lead_events_outcomes_at" in plan, plan
     assert "Seq Scan on lead_events" not in plan, plan

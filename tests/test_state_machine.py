@@ -37,11 +37,11 @@ from hypothesis.stateful import (
 )
 
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.errors import Conflict, LeaseLost
 from leaseq.model import FINAL_STATUSES, CompleteItem, Counts, NewLead, RenewItem, SweepResult
-from tests.support import T0, TICK
+from tests.support import T0, TICK, leasing_of
 
 SESSIONS = ("a", "b")
 TTLS = (5, 10, 60)
@@ -193,7 +193,9 @@ class LeaseMachine(RuleBasedStateMachine):
     def lease(self, session: str, max_: int, ttl: int) -> Any:
         self.owners += 1
         owner = f"w{self.owners}"
-        got = self.run(self.queue.lease_next(session, owner, max=max_, ttl_s=ttl, now=self.now))
+        got = self.run(
+            leasing_of(self.queue).lease_next(session, owner, max=max_, ttl_s=ttl, now=self.now)
+        )
         available = [
             m
             for m in self.leads.values()

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from app.queue import Queue
+from app.domain.queue import Queue
 from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, Counts, Lease, NewLead, RenewItem
-from tests.support import T0, at, events, fetch, leads
+from tests.support import T0, at, events, fetch, leads, leasing_of
 
 NAN = float("nan")
 INF = float("inf")
@@ -23,7 +23,7 @@ def _push(*new: NewLead, session: str = "s") -> Call:
 
 
 def _lease(session: str = "s", owner: str = "w", **options: Any) -> Call:
-    return lambda q, _: q.lease_next(session, owner, now=at(1), **options)
+    return lambda q, _: leasing_of(q).lease_next(session, owner, now=at(1), **options)
 
 
 CASES: list[tuple[str, Call, str]] = [
@@ -147,7 +147,7 @@ async def test_bad_input_names_the_field_and_writes_nothing(
     queue: Queue, call: Call, field: str
 ) -> None:
     await queue.push("s", leads(2), now=T0)
-    [lease] = await queue.lease_next("s", "w", ttl_s=60, now=T0)
+    [lease] = await leasing_of(queue).lease_next("s", "w", ttl_s=60, now=T0)
     before = await _snapshot(queue)
     stats = await queue.stats_all()
 
@@ -170,7 +170,7 @@ async def test_the_limits_themselves_are_accepted(queue: Queue) -> None:
         {}, priority=2**31 - 1, key="k" * 512, depth=2**31 - 1, parent_id=2**63 - 1, max_attempts=1
     )
     await queue.push(session, [edge, NewLead({}, priority=-(2**31))], now=T0)
-    got = await queue.lease_next(session, "o" * 200, max=100, ttl_s=3600, now=T0)
+    got = await leasing_of(queue).lease_next(session, "o" * 200, max=100, ttl_s=3600, now=T0)
     assert len(got) == 100
     assert got[0].expires_at == at(3600)
     renewal = await queue.renew(got[0].lead.id, got[0].token, 0.001, now=T0)

@@ -22,7 +22,7 @@ import httpx
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from tests.serving import ROOT, child_env
 
 HANDLER = [sys.executable, "tests/handle_lead.py"]

@@ -15,7 +15,7 @@ FastAPI, whose routes read every body through the front door
 (``app.api.front_door``: read whole, parsed once by ``app.api.body``). The
 lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and the
 maintenance services: boot recovery, sweeper, pruner) and stops it on
-shutdown; see ``app.api.runtime`` for how SIGTERM ends long polls at once.
+shutdown; see ``app.service.runtime`` for how SIGTERM ends long polls at once.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from app.api import links, problems, routes
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
-from app.api.runtime import Runtime
 from app.config import Settings
+from app.service.runtime import Runtime
 
 DESCRIPTION = """A lease queue on PostgreSQL: producers push leads into sessions; workers
 lease them, renew their leases, and complete or release them. Every error is

@@ -15,10 +15,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
-from app import metrics, overview, report, timeline, validation
+from app import metrics
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
-from app.api.runtime import Runtime
 from app.api.schemas import (
     AllStatsOut,
     BatchOut,
@@ -48,8 +47,10 @@ from app.api.schemas import (
     SweepOut,
 )
 from app.dashboard import page
-from app.listener import lease_waiting
-from app.queue import Queue
+from app.domain import overview, report, timeline
+from app.domain.queue import Queue
+from app.leasing.request import LeaseRequest
+from app.service.runtime import Runtime
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, SESSION_PATTERN
 from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings
@@ -162,36 +163,15 @@ async def lease(
     when none is asked), and its lead the `checkpoint` its last holder left. With an
     `Idempotency-Key`, the same request sent again gets the leases the first one took
     (those still valid), never new ones."""
-    return LeasesOut.of(await _lease(body, runtime, request, idempotency_key))
+    leasing = body.request(idempotency_key)
+    return LeasesOut.of(await _leases(leasing, runtime, request))
 
 
-def _check_lease(body: LeaseIn | None) -> None:
-    """A ``next`` is checked in full before the completion it follows changes anything."""
-    if body is not None:
-        validation.lease_request(_scope(body), body.owner, body.max, body.ttl_s)
-
-
-def _scope(body: LeaseIn) -> str | list[str] | None:
-    return body.session if body.session is not None else body.sessions
-
-
-async def _lease(
-    body: LeaseIn, runtime: Runtime, request: Request, idempotency_key: str | None
-) -> list[Lease]:
-    """The leases of a /lease body, asked by /lease or by a completion's ``next``."""
-    leases = await lease_waiting(
-        runtime.queue,
-        runtime.listener,
-        _scope(body),
-        body.owner,
-        max=body.max,
-        ttl_s=body.ttl_s,
-        wait_s=body.wait_s,
-        # Only a long poll watches for a client that hangs up (a check costs a receive).
-        gone=request.is_disconnected if body.wait_s > 0 else None,
-        idempotency_key=idempotency_key,
-        fleet=runtime.fleet,
-    )
+async def _leases(leasing: LeaseRequest, runtime: Runtime, request: Request) -> list[Lease]:
+    """The leases of a lease request, asked by /lease or by a completion's ``next``."""
+    # Only a long poll watches for a client that hangs up (a check costs a receive).
+    gone = request.is_disconnected if leasing.wait_s > 0 else None
+    leases = await runtime.leasing.lease(leasing, gone=gone)
     metrics.LEASES.inc(len(leases))
     return leases
 
@@ -259,15 +239,15 @@ An item its lease already completed with the same status is `ok` again, as for `
 async def complete(
     body: CompleteIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
 ) -> CompleteOut:
-    _check_lease(body.next)
+    leasing = None if body.next is None else body.next.request(idempotency_key)
     with counting_lost("complete"):
         lead = await runtime.queue.complete(
             body.lead_id, body.token, body.status, body.result, body.error
         )
     metrics.COMPLETIONS.labels(body.status).inc()
-    if body.next is None:
+    if leasing is None:
         return CompleteOut.of(lead)
-    return CompleteOut.of(lead, await _lease(body.next, runtime, request, idempotency_key))
+    return CompleteOut.of(lead, await _leases(leasing, runtime, request))
 
 
 @router.post(
@@ -282,7 +262,7 @@ async def complete_batch(
     request: Request,
     idempotency_key: IdempotencyKey = None,
 ) -> CompleteBatchOut:
-    _check_lease(body.next)
+    leasing = None if body.next is None else body.next.request(idempotency_key)
     items = [
         CompleteItem(item.lead_id, item.token, item.status, item.result, item.error)
         for item in body.items
@@ -293,10 +273,9 @@ async def complete_batch(
             metrics.COMPLETIONS.labels(item.status).inc()
         else:
             metrics.LOST_LEASES.labels("complete").inc()
-    if body.next is None:
+    if leasing is None:
         return CompleteBatchOut.of(results)
-    leases = await _lease(body.next, runtime, request, idempotency_key)
-    return CompleteBatchOut.of(results, leases)
+    return CompleteBatchOut.of(results, await _leases(leasing, runtime, request))
 
 
 @router.post(

@@ -28,8 +28,9 @@ from pydantic import (
     model_validator,
 )
 
-from app.report import Report
-from app.timeline import MAX_EVENTS, Timeline
+from app.domain.report import Report
+from app.domain.timeline import MAX_EVENTS, Timeline
+from app.leasing.request import LeaseRequest
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
@@ -187,6 +188,19 @@ class LeaseIn(Body):
         if {"session", "sessions"} <= self.model_fields_set:
             raise ValueError('give "session" or "sessions", not both')
         return self
+
+    def request(self, idempotency_key: str | None) -> LeaseRequest:
+        """The lease request this body (and the request's ``Idempotency-Key``) asks for,
+        checked: the one place a lease request is checked. Raises InvalidInput."""
+        return LeaseRequest.checked(
+            self.owner,
+            session=self.session,
+            sessions=self.sessions,
+            max=self.max,
+            ttl_s=self.ttl_s,
+            wait_s=self.wait_s,
+            idempotency_key=idempotency_key,
+        )
 
 
 CHECKPOINT = (
@@ -442,7 +456,7 @@ class OwnerReportOut(Answer):
 
 
 class ReportOut(Answer):
-    """The ledger's audit of a session; see ``app.report``."""
+    """The ledger's audit of a session; see ``app.domain.report``."""
 
     leads: int
     pushed: int

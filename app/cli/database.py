@@ -19,11 +19,11 @@ import psycopg
 import typer
 from pydantic import ValidationError
 
-from app import embedded
 from app.config import Settings
-from app.maintenance import schema_revision
-from app.pg import Database, redacted
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.service.maintenance import schema_revision
+from app.store import embedded
+from app.store.pool import Database, redacted
 from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_USAGE, CliError
 from leaseq.errors import Unavailable, first_line
 

@@ -32,7 +32,7 @@ def db() -> None:
 )
 def upgrade(database_url: str | None = DatabaseUrl, data_dir: Path | None = DataDir) -> None:
     """Migrate the database to the newest schema (harmless when already there)."""
-    from app import migrate
+    from app.store import migrate
 
     with one_line_errors():
         settings = settings_of(database_url=database_url, data_dir=data_dir)

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from app.cli.database import DatabaseUrl, DataDir, opened_queue, settings_of
 from app.config import Settings
-from app.report import COUNTERS, Report, report
+from app.domain.report import COUNTERS, Report, report
 from leaseq.cli.output import (
     EXIT_FAILURE,
     EXIT_NOTHING_TO_AUDIT,

@@ -1,4 +1,4 @@
-"""``leaseq serve``: the service's flags; ``app.serve`` runs it.
+"""``leaseq serve``: the service's flags; ``app.api.serve`` runs it.
 
 Registered as the ``serve`` command of ``leaseq`` (entry point ``leaseq.commands``).
 """
@@ -144,7 +144,7 @@ def serve(
     ),
 ) -> None:
     """Serve the REST API (an embedded PostgreSQL when no database URL is set)."""
-    from app.serve import ServeError, ServeOptions, run  # uvicorn and the rest, only to serve
+    from app.api.serve import ServeError, ServeOptions, run  # uvicorn and the rest, only to serve
 
     if log_level.lower() not in LOG_LEVELS:
         fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}", EXIT_USAGE)

@@ -1,4 +1,5 @@
-"""The operator's dashboard: the page and its JSON (``page``), over the domain's ``app.overview``.
+"""The operator's dashboard: the page and its JSON (``page``), over
+``app.domain.overview``.
 
 The page is a static shell: no data and no secret in it, so a browser can load
 it without a token. Its script polls ``GET /dashboard/data`` (bearer auth like

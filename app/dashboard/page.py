@@ -9,8 +9,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app import __version__
-from app.maintenance import AUTOVACUUM_OFF
-from app.overview import WINDOW_MINUTES, SessionView, Snapshot
+from app.domain.overview import WINDOW_MINUTES, SessionView, Snapshot
+from app.service.maintenance import AUTOVACUUM_OFF
 from leaseq.model import STATUSES, SessionSettings
 from leaseq.timefmt import rfc3339
 

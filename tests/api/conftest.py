@@ -26,8 +26,8 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
 from app.api.app import create_app
-from app.api.runtime import Runtime
 from app.config import Settings
+from app.service.runtime import Runtime
 
 BASE_URL = "http://leaseq.test"
 POOLER_URL_ENV = "LEASEQ_TEST_POOLER_URL"

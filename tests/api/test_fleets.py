@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from tests.api import shapes
 from tests.api.conftest import listening, until, waiters
 from tests.api.test_metrics import samples, value

@@ -48,7 +48,7 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 
 from app.api.app import create_app
 from app.config import Settings
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from leaseq._wire import IDEMPOTENCY_HEADER
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN
 from tests.conftest import _admin, with_database

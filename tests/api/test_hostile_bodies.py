@@ -19,7 +19,7 @@ import pytest
 
 from app.api.app import create_app
 from app.config import Settings
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from leaseq.limits import MAX_BODY_DEPTH
 from tests.serving import Service
 

@@ -15,8 +15,8 @@ import httpx
 import psycopg
 import pytest
 
-from app.pg import libpq_url
-from app.timeline import MAX_EVENTS
+from app.domain.timeline import MAX_EVENTS
+from app.store.pool import libpq_url
 from tests.api import shapes
 from tests.serving import Service
 

@@ -11,14 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
-from app import serve as serving
+from app.api import serve as serving
 from app.config import DEFAULT_MAX_PAYLOAD_BYTES, MAX_HEAD_BYTES, Settings
-from app.pg import Connection, Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store.pool import Connection, Database
 from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, NewLead
 from tests.api import shapes
 from tests.api.conftest import Serve, runtime_of
+from tests.support import leasing_of
 
 
 def _blob(size: int) -> dict[str, Any]:
@@ -47,7 +48,7 @@ async def test_the_payload_limit_counts_bytes_not_characters(db: Database) -> No
 async def test_a_result_over_the_limit_is_refused_and_the_lease_stays_valid(db: Database) -> None:
     queue = Queue(db, max_payload_bytes=1024)
     await queue.push("s", [NewLead({})])
-    [held] = await queue.lease_next("s", "w")
+    [held] = await leasing_of(queue).lease_next("s", "w")
     with pytest.raises(InvalidInput, match=r"^result: must be at most 1024 bytes"):
         await queue.complete(held.lead.id, held.token, result=_blob(1025))
     with pytest.raises(InvalidInput, match=r"items\[1\]\.result"):
@@ -123,7 +124,7 @@ async def test_an_exhausted_pool_does_not_hold_a_long_poll_forever(serve: Serve)
 def test_the_server_bounds_connections_heads_and_idle_keep_alive() -> None:
     settings = Settings(max_waiters=10)
     assert serving.KEEP_ALIVE_S > 60  # longer than a balancer's idle timeout
-    assert MAX_HEAD_BYTES <= 64 * 1024  # enforced by app.http_connections (431 beyond)
+    assert MAX_HEAD_BYTES <= 64 * 1024  # enforced by app.api.http_connections (431 beyond)
     assert 1 <= serving.limit_concurrency(settings) <= 10 + serving.CONNECTION_HEADROOM
 
 

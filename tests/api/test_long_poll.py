@@ -54,16 +54,16 @@ async def test_a_push_wakes_only_as_many_waiters_as_it_brings_leads(
     """100 waiters, one lead: one lease statement runs, not 100 (then 3 leads: 3 more)."""
     async with serve(poll_interval_s=60) as client:
         await listening(client)
-        queue = runtime_of(client).queue
+        sessions = runtime_of(client).leasing.sessions
         statements = 0
-        real = queue.lease_next
+        real = sessions.lease
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             nonlocal statements
             statements += 1
             return await real(*args, **kwargs)
 
-        monkeypatch.setattr(queue, "lease_next", counted)
+        monkeypatch.setattr(sessions, "lease", counted)
         body = {"session": "s", "owner": "w", "wait_s": 6}
         waiting = [asyncio.create_task(client.post("/lease", json=body)) for _ in range(100)]
         await waiters(client, 100)
@@ -144,7 +144,7 @@ async def test_many_waiters_hold_no_pooled_connection(serve: Serve) -> None:
             for i in range(200)
         ]
         await waiters(client, 200)
-        # Once their first lease_next has answered, the waiters hold no connection at all.
+        # Once their first lease has answered, the waiters hold no connection at all.
         db = runtime_of(client).db
         await until(lambda: db.stats().checked_out == 0)
 

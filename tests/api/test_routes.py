@@ -12,6 +12,7 @@ import httpx
 from leaseq.model import NewLead
 from tests.api import shapes
 from tests.api.conftest import runtime_of
+from tests.support import leasing_of
 
 
 async def push(client: httpx.AsyncClient, session: str, *leads: dict[str, Any]) -> list[int]:
@@ -569,7 +570,7 @@ async def test_dashboard_data_ignores_events_stamped_in_the_future(
     queue = runtime_of(client).queue
     later = await queue.db_now() + timedelta(hours=1)
     await queue.push("future", [NewLead({})], now=later)
-    [lease] = await queue.lease_next("future", "w", now=later)
+    [lease] = await leasing_of(queue).lease_next("future", "w", now=later)
     await queue.complete(lease.lead.id, lease.token, now=later)
     found = (await client.get("/dashboard/data")).json()
     assert found["total"]["done"] == 1

@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from app import maintenance
 from app.api.app import create_app
 from app.config import Settings
-from app.pg import libpq_url
+from app.service import maintenance
+from app.store.pool import libpq_url
 from tests.api import shapes
 from tests.api.conftest import Serve, listening, serving, until, waiters
 from tests.api.proxy import Proxy, proxied

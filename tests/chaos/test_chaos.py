@@ -34,8 +34,8 @@ import httpx
 import psycopg
 import pytest
 
-from app import embedded
-from app.pg import libpq_url
+from app.store import embedded
+from app.store.pool import libpq_url
 from tests.serving import ROOT, Service, Services, child_env, free_port, stop_postgres
 
 pytestmark = [pytest.mark.service, pytest.mark.slow, pytest.mark.timeout(360)]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app import migrate
+from app.store import migrate
 from tests import system
 from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
 

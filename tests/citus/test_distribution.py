@@ -11,10 +11,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from app import migrate, sql
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.store import migrate, statements
+from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster
 from tests.serving import leaseq
@@ -163,5 +163,7 @@ async def test_the_one_session_lease_is_a_router_statement(citus_url: str) -> No
             "now": None,
             "tokens": ["t"],
         }
-        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql.lease_next(True), params))
+        plan = "\n".join(
+            r[0] for r in conn.execute("EXPLAIN " + statements.lease_next(True), params)
+        )
     assert "Task Count: 1" in plan, plan

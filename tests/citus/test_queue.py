@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from app.queue import Queue
+from app.domain.queue import Queue
 from leaseq.model import NewLead
 
 

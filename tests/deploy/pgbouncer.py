@@ -31,7 +31,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 POOLING_INI = ROOT / "deploy" / "pgbouncer" / "pooling.ini"

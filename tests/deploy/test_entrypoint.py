@@ -22,7 +22,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from app import migrate
+from app.store import migrate
 from tests.deploy.compose import ROOT, ImageRun, local, run_of
 from tests.deploy.pgbouncer import PgBouncer
 from tests.serving import Service, Services, child_env, free_port

@@ -23,10 +23,10 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from app.api.serve import ServeError, migration_url
 from app.config import Settings
-from app.pg import Database
-from app.queue import Queue
-from app.serve import ServeError, migration_url
+from app.domain.queue import Queue
+from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.api import shapes
 from tests.api.conftest import (
@@ -40,6 +40,7 @@ from tests.api.conftest import (
 from tests.deploy import pgbouncer as pgb
 from tests.deploy.pgbouncer import PgBouncer
 from tests.serving import ROOT, Services
+from tests.support import leasing_of
 
 # The one API test that is about the direct connection: through a pooler the
 # statement_timeout comes from the pooler's connect_query, not from the pool's.
@@ -123,7 +124,7 @@ async def test_the_pooled_server_connection_keeps_no_session_state(
         async def work(worker: int) -> None:
             for _ in range(8):  # more than psycopg's prepare_threshold (5) on each connection
                 await queue.push("s", [NewLead({"w": worker})])
-                [lease] = await queue.lease_next("s", f"w{worker}", max=1, ttl_s=60)
+                [lease] = await leasing_of(queue).lease_next("s", f"w{worker}", max=1, ttl_s=60)
                 await queue.renew(lease.lead.id, lease.token, ttl_s=60)
                 await queue.complete(lease.lead.id, lease.token, result={"ok": True})
                 await queue.stats("s")

@@ -21,7 +21,7 @@ import httpx
 import psycopg
 import pytest
 
-from app.pg import libpq_url
+from app.store.pool import libpq_url
 from tests.api.test_metrics import samples, value
 from tests.serving import Service, Services
 

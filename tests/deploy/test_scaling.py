@@ -1,6 +1,6 @@
 """Past one PostgreSQL (docs/scaling.md): which statements stay inside one session.
 
-Every statement of ``app.sql`` is classified:
+Every statement of ``app.store.statements`` is classified:
 scoped to one session, to one lead, or across sessions. Sharding by session
 (Citus, or several databases behind a router) needs the first kind on the hot
 path, so the test proves it on a stand-in: the schema with ``leads`` and
@@ -23,38 +23,40 @@ import pytest
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateIndex
 
-from app import db, migrate, report, sql
 from app.config import Settings
-from app.pg import Database, libpq_url
-from app.queue import Queue
+from app.domain import report
+from app.domain.queue import Queue
+from app.store import migrate, schema, statements
+from app.store.pool import Database, libpq_url
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
+from tests.support import leasing_of
 
 PARTITIONS = 4
 TABLES = ("leads", "lead_events", "lead_counts", "session_settings")  # partitioned by session
 
 # Hot path, routed by session: each reads and writes the rows of one session only.
 SESSION_SCOPED: dict[str, Callable[[], str]] = {
-    "push": lambda: sql.push(True),
-    "push, ledger off": lambda: sql.push(False),
-    "existing_keys": sql.existing_keys,
-    "lease_next": lambda: sql.lease_next(True),
-    "lease_next, ledger off": lambda: sql.lease_next(False),
-    "lease_group": lambda: sql.lease_group(True),
-    "lease_group, ledger off": lambda: sql.lease_group(False),
-    "sweep of one session": lambda: sql.sweep(True, scoped=True),
-    "stats": sql.stats,
-    "lease_limited": lambda: sql.lease_limited(True),
-    "lease_limited, ledger off": lambda: sql.lease_limited(False),
-    "lock_settings": sql.lock_settings,
-    "settings_get": sql.settings_get,
-    "settings_put": sql.settings_put,
-    "report": sql.session_report,
-    "report attempts": sql.attempts_per_lead,
-    "report owners": sql.owners,
-    "lead_events": sql.lead_events,
-    "retry_failed": lambda: sql.retry_failed(True),
-    "retry_failed, ledger off": lambda: sql.retry_failed(False),
+    "push": lambda: statements.push(True),
+    "push, ledger off": lambda: statements.push(False),
+    "existing_keys": statements.existing_keys,
+    "lease_next": lambda: statements.lease_next(True),
+    "lease_next, ledger off": lambda: statements.lease_next(False),
+    "lease_group": lambda: statements.lease_group(True),
+    "lease_group, ledger off": lambda: statements.lease_group(False),
+    "sweep of one session": lambda: statements.sweep(True, scoped=True),
+    "stats": statements.stats,
+    "lease_limited": lambda: statements.lease_limited(True),
+    "lease_limited, ledger off": lambda: statements.lease_limited(False),
+    "lock_settings": statements.lock_settings,
+    "settings_get": statements.settings_get,
+    "settings_put": statements.settings_put,
+    "report": statements.session_report,
+    "report attempts": statements.attempts_per_lead,
+    "report owners": statements.owners,
+    "lead_events": statements.lead_events,
+    "retry_failed": lambda: statements.retry_failed(True),
+    "retry_failed, ledger off": lambda: statements.retry_failed(False),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -111,11 +113,12 @@ PARAMETERS: dict[str, Any] = {
 
 
 def statement_names() -> set[str]:
-    """Every statement function ``app.sql`` defines (most are wrapped in functools.cache)."""
+    """Every statement function ``app.store.statements`` defines (most are wrapped in
+    functools.cache)."""
     return {
         name
-        for name, function in inspect.getmembers(sql, callable)
-        if getattr(function, "__module__", None) == sql.__name__
+        for name, function in inspect.getmembers(statements, callable)
+        if getattr(function, "__module__", None) == statements.__name__
         and not name.startswith("_")
         and not inspect.isclass(function)
         and name not in HELPERS
@@ -138,7 +141,7 @@ def test_every_statement_is_classified() -> None:
 
 @pytest.mark.parametrize("name", LEAD_SCOPED)
 def test_lead_scoped_statements_touch_leads_by_id_only(name: str) -> None:
-    statement: str = getattr(sql, name)(*_ledger_args(getattr(sql, name)))
+    statement: str = getattr(statements, name)(*_ledger_args(getattr(statements, name)))
     where = re.findall(r"WHERE ([^\n]*)", statement)
     assert where and all(re.search(r"\bl?\.?id = (%\(lead_id\)s|req\.lead_id)", w) for w in where)
 
@@ -148,7 +151,8 @@ def _ledger_args(function: Callable[..., str]) -> list[bool]:
 
 
 def _index_ddl(table: Any) -> list[str]:
-    """CREATE INDEX for every index of ``table`` as app.db defines it (unique ones included)."""
+    """CREATE INDEX for every index of ``table`` as app.store.schema defines it (unique ones
+    included)."""
     return [
         str(CreateIndex(index).compile(dialect=postgresql.dialect())) for index in table.indexes
     ]
@@ -158,9 +162,9 @@ def partition_by_session(url: str) -> None:
     """Turn the migrated ``leads``, ``lead_events``, ``lead_counts`` and ``session_settings``
     into tables hash-partitioned by session: the shape a sharded deployment needs
     (docs/scaling.md, "Schema changes"). The count triggers go on the new ``leads``."""
-    statements: list[str] = []
+    ddl: list[str] = []
     for keyed in ("lead_counts", "session_settings"):  # their keys hold the session already
-        statements += [
+        ddl += [
             f"ALTER TABLE {keyed} RENAME TO {keyed}_plain",
             f"CREATE TABLE {keyed} (LIKE {keyed}_plain INCLUDING ALL) PARTITION BY HASH (session)",
             f"DROP TABLE {keyed}_plain",
@@ -170,9 +174,9 @@ def partition_by_session(url: str) -> None:
                 for r in range(PARTITIONS)
             ),
         ]
-    for table in (db.leads, db.lead_events):
+    for table in (schema.leads, schema.lead_events):
         name = table.name
-        statements += [
+        ddl += [
             f"ALTER TABLE {name} RENAME TO {name}_plain",
             f"CREATE TABLE {name} (LIKE {name}_plain INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
             " PARTITION BY HASH (session)",
@@ -193,9 +197,9 @@ def partition_by_session(url: str) -> None:
                 for r in range(PARTITIONS)
             ),
         ]
-    statements += [db.CREATE_TRIGGER.format(name, when) for name, when in db.TRIGGERS.items()]
+    ddl += [schema.CREATE_TRIGGER.format(name, when) for name, when in schema.TRIGGERS.items()]
     with psycopg.connect(libpq_url(url)) as conn:
-        for statement in statements:
+        for statement in ddl:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
@@ -261,7 +265,7 @@ async def test_a_session_scoped_statement_reads_one_partition(
 async def test_a_cross_session_statement_reads_every_partition(
     partitioned: Database,
 ) -> None:
-    touched = partitions_in(await explain(partitioned, sql.stats_all()))
+    touched = partitions_in(await explain(partitioned, statements.stats_all()))
     assert len(touched["lead_counts"]) == PARTITIONS
 
 
@@ -275,7 +279,7 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
         assert again.created == 1 and again.duplicates == 1 and again.ids[0] == pushed.ids[0]
 
     first = sessions[0]
-    leases = await queue.lease_next(first, "w", max=4, ttl_s=60)
+    leases = await leasing_of(queue).lease_next(first, "w", max=4, ttl_s=60)
     assert len(leases) == 4 and {lease.lead.session for lease in leases} == {first}
     done, kept, released, expiring = leases
     await queue.renew(kept.lead.id, kept.token, ttl_s=60)
@@ -285,7 +289,9 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
     await queue.renew(kept.lead.id, kept.token, ttl_s=600)
     swept = await queue.sweep(first, now=later)
     assert (swept.requeued, swept.failed) == (1, 0)  # `expiring` ran out; `kept` did not
-    cancelled = await queue.cancel((await queue.lease_next(first, "w", max=1))[0].lead.id)
+    cancelled = await queue.cancel(
+        (await leasing_of(queue).lease_next(first, "w", max=1))[0].lead.id
+    )
     assert cancelled.status == "failed"
     assert (await queue.retry(cancelled.id)).status == "queued"
     assert (await queue.get(expiring.lead.id)).status == "queued"
@@ -304,8 +310,8 @@ async def test_the_queue_works_on_the_partitioned_schema(partitioned: Database) 
     capped = sessions[1]
     limits = SessionSettings(weight=2, max_leased=2, rate_per_s=100, burst=3)
     assert await queue.put_settings(capped, limits) == limits
-    held = await queue.lease_next(capped, "w", max=5)
-    assert len(held) == 2 and await queue.lease_next(capped, "w") == []
+    held = await leasing_of(queue).lease_next(capped, "w", max=5)
+    assert len(held) == 2 and await leasing_of(queue).lease_next(capped, "w") == []
     await queue.renew(held[0].lead.id, held[0].token, checkpoint={"at": 1})
     assert (await queue.get(held[0].lead.id)).checkpoint == {"at": 1}
     assert await queue.settings(capped) == limits

@@ -1,11 +1,12 @@
-"""Database URLs as libpq reads them and as messages show them (``app.pg``), and the CLI's rule."""
+"""Database URLs as libpq reads them and as messages show them (``app.store.pool``), and the
+CLI's rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.pg import libpq_url, redacted
-from app.serve import ServeError, check_database_url
+from app.api.serve import ServeError, check_database_url
+from app.store.pool import libpq_url, redacted
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The service's input checks (``app.validation``, the API's request models), without a database.
+"""The service's input checks (``app.domain.validation``, the API's request models), without a
+database.
 
 The same refusals through the queue, with nothing written, are tests/test_validation.py.
 """
@@ -11,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app import validation
 from app.api.schemas import CompleteIn, LeaseIn, PushIn, SweepIn
+from app.domain import validation
 from leaseq.errors import InvalidInput
 from leaseq.limits import (
     MAX_ERROR_CHARS,

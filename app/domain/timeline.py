@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from app import sql, validation
-from app.pg import Connection, Row, execute
-from app.queue import Queue
+from app.domain import validation
+from app.domain.queue import Queue
+from app.store import statements as sql
+from app.store.pool import Connection, Row, execute
 from leaseq.errors import NotFound
 from leaseq.model import Lead
 

@@ -38,7 +38,7 @@ NOTIFY_CHANNEL = "leaseq_queued"
 # A notification's payload: the session, a space, and how many leads became available
 # (session names hold no space), so a process wakes that many of its waiters.
 # The events that end an attempt: the dashboard's throughput counts them, and
-# index lead_events_outcomes_at (app.db) covers exactly them.
+# index lead_events_outcomes_at (app.store.schema) covers exactly them.
 OUTCOME_EVENTS = ("completed", "expired", "released")
 
 
@@ -59,7 +59,7 @@ _EVENT_COLUMNS = "lead_id, session, event, status, attempt, owner, at, expires_a
 
 
 def _ledger(
-    source: str, event: str, *, expires_at: str = "NULL", enabled: bool, now: str = NOW
+    source: str, event: str, *, expires_at: str = "NULL", enabled: bool, clock: str = NOW
 ) -> str:
     """A CTE that appends one lead_events row per row of ``source``; empty when off."""
     if not enabled:
@@ -67,7 +67,7 @@ def _ledger(
     return f""",
 ledger AS (
     INSERT INTO lead_events ({_EVENT_COLUMNS})
-    SELECT id, session, '{event}', status, attempts, owner, {now}, {expires_at} FROM {source}
+    SELECT id, session, '{event}', status, attempts, owner, {clock}, {expires_at} FROM {source}
 )"""
 
 
@@ -143,9 +143,9 @@ def lease_next(ledger: bool) -> str:
     the session's lock. Otherwise each lead leased is a row (``limited`` false),
     and nothing leased is one row of NULLs.
     """
-    return _lease(
+    return _claim_and_lease(
         ledger,
-        now=NOW,
+        clock=NOW,
         before=_limited_gate(),
         only_if="AND NOT EXISTS (SELECT FROM limited)",
         limit="%(max)s",
@@ -187,9 +187,9 @@ def lease_group(ledger: bool) -> str:
     Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
     as ``lease_next`` does.
     """
-    return _lease(
+    return _claim_and_lease(
         ledger,
-        now=NOW,
+        clock=NOW,
         before=_limited_gate(),
         only_if="AND NOT EXISTS (SELECT FROM limited)",
         limit="%(max)s",
@@ -199,10 +199,10 @@ def lease_group(ledger: bool) -> str:
     )
 
 
-def _lease(
+def _claim_and_lease(
     ledger: bool,
     *,
-    now: str,
+    clock: str,
     before: str,
     only_if: str,
     limit: str,
@@ -213,20 +213,21 @@ def _lease(
     """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
     claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
     ``answer``. The leads are numbered in lease order (``n``, for the token, and the
-    ``holder``: owner and ttl expressions)."""
+    ``holder``: owner and ttl expressions). ``clock`` is the SQL for the instant the lease
+    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock)."""
     owner, ttl = holder
     return f"""
 WITH {before}ready AS (
     SELECT id, priority FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= {now} {only_if}
+      AND available_at <= {clock} {only_if}
     ORDER BY priority DESC, id
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= {now} {only_if}
+    WHERE session = %(session)s AND scheduled AND available_at <= {clock} {only_if}
     ORDER BY available_at
     LIMIT {PROMOTE_BATCH}
     FOR UPDATE SKIP LOCKED
@@ -248,13 +249,13 @@ leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
         attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = {now} + make_interval(secs => {ttl}),
-        updated_at = {now}
+        lease_expires_at = {clock} + make_interval(secs => {ttl}),
+        updated_at = {clock}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
-){after}{_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger, now=now)}
+){after}{_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock)}
 {answer}
 """
 
@@ -565,7 +566,7 @@ ORDER BY l.priority DESC, l.id
 """
 
 
-# -- idempotency keys (app.idempotency) ----------------------------------------------
+# -- idempotency keys (app.domain.idempotency) ----------------------------------------------
 
 
 @cache
@@ -711,7 +712,7 @@ def schema_revision() -> str:
     return "SELECT version_num FROM alembic_version"
 
 
-# -- the session report (app.report): the ledger alone ---------------------------
+# -- the session report (app.domain.report): the ledger alone ---------------------------
 
 
 @cache
@@ -811,7 +812,7 @@ FROM tally GROUP BY 1 ORDER BY 1
 """
 
 
-# -- the dashboard's overview (app.overview) ---------------------------------------
+# -- the dashboard's overview (app.domain.overview) ---------------------------------------
 
 
 @cache
@@ -854,7 +855,7 @@ ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
 """
 
 
-# -- fleets: settings per session, limited leases, the scaling signal (app.fleet) ----
+# -- fleets: settings per session, limited leases, the scaling signal (app.leasing.fleet) ----
 
 # A session whose leases are held to a cap or a rate: leased under its settings' lock.
 LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
@@ -992,9 +993,9 @@ def lease_limited(ledger: bool) -> str:
     ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
     knows what held the session back and when to try it again.
     """
-    return _lease(
+    return _claim_and_lease(
         ledger,
-        now=LOCKED_NOW,
+        clock=LOCKED_NOW,
         before=f"""stored AS (
     SELECT {SETTINGS}, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),

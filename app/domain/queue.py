@@ -1,8 +1,8 @@
-"""The domain: push, lease, renew, complete, release, sweep, cancel, retry, stats.
+"""The domain: push, renew, complete, release, sweep, cancel, retry, stats, settings.
 
 State machine of a lead::
 
-    push ──▶ queued ──lease_next──▶ leased ──complete──▶ done | failed | cached
+    push ──▶ queued ───lease────▶ leased ──complete──▶ done | failed | cached
                ▲  ▲                  │  │
                │  └────release───────┤  │ (lease expired) sweep
                │  └────sweep─────────┼──┤ release or sweep: queued while attempts < max_attempts,
@@ -12,14 +12,14 @@ State machine of a lead::
 
 A lease is valid iff status is ``leased``, the token matches and the database
 clock is before ``lease_expires_at``; every guarded statement checks that in
-its WHERE clause (see ``app.sql``). Each method is one statement, so one round
+its WHERE clause (see ``app.store.statements``). Each method is one statement, so one round
 trip (a push whose keys already exist reads their ids with a second one; a
 completion refused looks once more for the same completion done before). A
-push or lease with an idempotency key runs in a transaction with its key
-(``app.idempotency``).
+push with an idempotency key runs in a transaction with its key
+(``app.domain.idempotency``). Leasing is ``app.leasing``'s, over this queue.
 
-Group commit (``app.group_commit``, on unless ``group_commit=False``): renewals,
-completions and plain leases of one session that arrive while a statement of
+Group commit (``app.store.group_commit``, on unless ``group_commit=False``): renewals
+and completions that arrive while a statement of
 their kind runs go together as the next one; each caller still gets its own
 answer, checked on its own before it joins. A grouped renewal or completion skips
 the rows another transaction holds; their callers send those items again alone,
@@ -29,23 +29,24 @@ outside holds up no caller but its own.
 Every method takes ``now``: an instant that replaces the database clock for
 that statement, so tests move time without sleeping. Production passes None.
 
-Knows nothing of HTTP.
+Knows nothing of HTTP, nor of leasing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
-from app import idempotency, metrics, sql, validation
+from app import metrics
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.group_commit import Grouper
-from app.pg import Connection, Database, Row, execute
+from app.domain import idempotency, validation
+from app.store import statements
+from app.store.group_commit import Grouper
+from app.store.pool import Connection, Database, Row, execute
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
@@ -55,7 +56,6 @@ from leaseq.model import (
     FinalStatus,
     ItemResult,
     Lead,
-    Lease,
     NewLead,
     PushResult,
     Renewal,
@@ -69,7 +69,7 @@ PRUNE_BATCH = 1000
 PROMOTE_BATCH = 1000
 RETRY_BATCH = 1000
 MAX_RETENTION_S = 100 * 366 * 24 * 3600.0
-# How long a change of settings waits for the leases in flight (sql.settings_barrier).
+# How long a change of settings waits for the leases in flight (statements.settings_barrier).
 SETTINGS_LOCK_TIMEOUT = "2s"
 # Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
 # that do not fit go in the next group.
@@ -80,12 +80,7 @@ MAX_GROUP_ITEMS = 1000
 HELD_ROWS_POOL_SHARE = 4
 
 
-def new_token() -> str:
-    """An unguessable lease token (192 random bits)."""
-    return secrets.token_urlsafe(24)
-
-
-def _lead(row: Mapping[str, Any]) -> Lead:
+def lead_of(row: Mapping[str, Any]) -> Lead:
     return Lead(**{name: row[name] for name in Lead.__slots__})
 
 
@@ -97,7 +92,7 @@ def _push_result(
 ) -> PushResult:
     """A push's answer: the ids in input order, a duplicate's existing id in its place."""
     new_keys = {row["key"] for row in inserted if row["key"] is not None}
-    # Inserted rows got ascending ids in input order (drawn so by sql.push).
+    # Inserted rows got ascending ids in input order (drawn so by statements.push).
     fresh = iter(row["id"] for row in inserted)
     ids: list[int] = []
     for i, lead in enumerate(leads):
@@ -111,22 +106,12 @@ def _push_result(
     return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
 
 
-def _lease(row: Mapping[str, Any], ttl_s: float) -> Lease:
-    return Lease(
-        lead=_lead(row),
-        token=row["lease_token"],
-        attempt=row["attempts"],
-        owner=row["owner"],
-        expires_at=row["lease_expires_at"],
-        ttl_s=ttl_s,
-    )
-
-
 def counts_by_session(
     rows: Sequence[Mapping[str, Any]], ages: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Counts]:
-    """The rows of ``sql.stats_all`` (session, status, n) as counts per session, by name, with
-    the age of each session's oldest available lead from those of ``sql.oldest_available``."""
+    """The rows of ``statements.stats_all`` (session, status, n) as counts per session, by
+    name, with the age of each session's oldest available lead from those of
+    ``statements.oldest_available``."""
     by_session: dict[str, dict[str, int]] = {}
     for row in rows:
         by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
@@ -138,7 +123,7 @@ def counts_by_session(
 
 
 def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
-    """A row of ``sql.settings_get`` or ``settings_all`` as settings; None: the defaults."""
+    """A row of ``statements.settings_get`` or ``settings_all`` as settings; None: the defaults."""
     if row is None:
         return SessionSettings()
     return SessionSettings(
@@ -150,32 +135,8 @@ def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class Leased:
-    """What a lease of one session took, and what held it back, if anything.
-
-    ``capped``: the session holds ``max_leased`` leads now (no room is left);
-    ``next_token_s``: its bucket holds no whole token, and will in this many
-    seconds. A caller choosing among sessions skips such a session meanwhile.
-    """
-
-    leases: list[Lease] = field(default_factory=list)
-    capped: bool = False
-    next_token_s: float | None = None
-
-
-def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
-    """``leases``, and what ``sql.lease_limited``'s answer (``gate``, any of its rows) says held
-    the session back once they were taken: no room under its cap, no whole token left."""
-    room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
-    capped = room is not None and room <= len(leases)
-    left = None if tokens is None else tokens - len(leases)
-    next_token_s = None if left is None or left >= 1 else (1 - left) / rate
-    return Leased(leases, capped, next_token_s)
-
-
-@dataclass(frozen=True, slots=True)
 class _Renewing:
-    """One caller's renewals, checked: the columns of ``sql.renew_many``."""
+    """One caller's renewals, checked: the columns of ``statements.renew_many``."""
 
     ids: list[int]
     tokens: list[str]
@@ -207,7 +168,7 @@ class _Completing:
 
 
 # What a grouped renewal or completion answers its caller: its answer, and the positions of
-# its items whose row another transaction held (``sql._busy_answer``): those the caller sends
+# its items whose row another transaction held (``statements._busy_answer``): those the caller sends
 # again alone, so only it waits for that transaction.
 Renewed = tuple[list[ItemResult], list[int]]
 Completed = tuple[dict[int, Lead | None], list[int]]
@@ -226,16 +187,6 @@ def _per_caller(positions: Iterable[int], sizes: Sequence[int]) -> list[list[int
     return mine
 
 
-@dataclass(frozen=True, slots=True)
-class _Leasing:
-    """One caller's plain lease of a session: its owner, ``max``, ttl and tokens."""
-
-    owner: str
-    max: int
-    ttl: float
-    tokens: list[str]
-
-
 def _lead_ids(call: _Renewing) -> frozenset[Hashable]:
     """The leads a renewal names: a second renewal of one of them waits for the next group,
     so each caller is answered with the ttl and checkpoint it sent, never another's."""
@@ -243,12 +194,13 @@ def _lead_ids(call: _Renewing) -> frozenset[Hashable]:
 
 
 class Queue:
-    """The lease queue over one PostgreSQL database (``app.pg.Database``).
+    """The lease queue over one PostgreSQL database (``app.store.pool.Database``).
 
     Every statement goes through the database's one error mapping and
     cancellation shield: an outage or an exhausted pool is Unavailable.
     With ``group_commit`` (the default), concurrent renewals, completions and
-    plain leases of one session share statements (``app.group_commit``).
+    the plain leases of one session (``app.leasing.session``) share statements
+    (``app.store.group_commit``).
     """
 
     def __init__(
@@ -266,9 +218,7 @@ class Queue:
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
         self.max_payload_bytes = max_payload_bytes
-        # Sessions last found limited: their leases go straight to the limited path, whose
-        # lock finds out if they still are. A hint that saves a round trip, never a decision.
-        self._limited: set[str] = set()
+        self.group_commit = group_commit  # leasing groups its plain leases too
         self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
         # Keyed by the injected instant (None in production): calls of one instant only.
         self._renewals: Grouper[datetime | None, _Renewing, Renewed] = Grouper(
@@ -284,14 +234,6 @@ class Queue:
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.items),
             on_group=metrics.GROUP_SIZES.labels("complete").observe,
-            enabled=group_commit,
-        )
-        # Keyed by session (and instant): one lease statement per session at a time.
-        self._leases: Grouper[tuple[str, datetime | None], _Leasing, Leased | None] = Grouper(
-            self._lease_group,
-            max_size=MAX_GROUP_ITEMS,
-            size=lambda call: call.max,
-            on_group=metrics.GROUP_SIZES.labels("lease").observe,
             enabled=group_commit,
         )
 
@@ -311,7 +253,7 @@ class Queue:
         """Queue up to 1,000 leads; a key already in the session is not pushed again.
 
         With an ``idempotency_key`` the push happens once: the same push again
-        with that key gets the first answer (``app.idempotency``). Raises
+        with that key gets the first answer (``app.domain.idempotency``). Raises
         InvalidInput (nothing written) for a bad session, lead or key.
         """
         validation.session(session)
@@ -340,17 +282,18 @@ class Queue:
         }
 
         async def insert(conn: Connection) -> PushResult:
-            inserted = await execute(conn, sql.push(self.ledger), params)
+            inserted = await execute(conn, statements.push(self.ledger), params)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
                 found = await execute(
-                    conn, sql.existing_keys(), {"session": session, "keys": missing}
+                    conn, statements.existing_keys(), {"session": session, "keys": missing}
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
             return _push_result(leads, inserting, inserted, id_by_key)
 
         if idempotency_key is None:
             return await self.db.run(insert)
+        key = idempotency.check_key(idempotency_key)
         request = {"session": session, "leads": [asdict(lead) for lead in leads]}
 
         async def decode(conn: Connection, answer: Any) -> PushResult:
@@ -360,7 +303,7 @@ class Queue:
             lambda conn: idempotency.once(
                 conn,
                 "push",
-                idempotency_key,
+                key,
                 request,
                 insert,
                 encode=asdict,
@@ -385,150 +328,6 @@ class Queue:
         )
 
     # -- workers -----------------------------------------------------------
-
-    async def lease_next(
-        self,
-        session: str,
-        owner: str,
-        *,
-        max: int = 1,
-        ttl_s: float | None = None,
-        idempotency_key: str | None = None,
-        now: datetime | None = None,
-    ) -> list[Lease]:
-        """Lease up to ``max`` available leads, highest priority then oldest; [] when none.
-
-        Each lease carries the ``ttl_s`` granted (the service's default when
-        none is asked). With an ``idempotency_key``, the same request again gets
-        the leases the first one took that are still valid, never new ones; a
-        request that took nothing leaves its key free. A session's cap and rate
-        (``put_settings``) bound what it takes.
-        """
-        leased = await self.lease_from(
-            session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key, now=now
-        )
-        return leased.leases
-
-    async def lease_from(
-        self,
-        session: str,
-        owner: str,
-        *,
-        max: int = 1,
-        ttl_s: float | None = None,
-        idempotency_key: str | None = None,
-        request: Mapping[str, Any] | None = None,
-        now: datetime | None = None,
-    ) -> Leased:
-        """``lease_next``, saying what held the session back (its cap, its rate).
-
-        A session without limits is one statement. A session with a cap or a
-        rate (found so by that statement, or last time) is leased in a
-        transaction that first locks its settings row, so
-        its leases take turns and each counts what is held after the one
-        before committed: across every API process, it never holds more than
-        ``max_leased``. ``request`` is what an ``idempotency_key`` stands for
-        (a lease across sessions: the sessions asked, not the one chosen).
-        """
-        validation.session(session)
-        validation.owner(owner)
-        validation.lease_max(max)
-        ttl = validation.ttl(self.default_ttl_s if ttl_s is None else ttl_s)
-        tokens = [new_token() for _ in range(max)]
-        params = {
-            "session": session,
-            "owner": owner,
-            "max": max,
-            "ttl_s": ttl,
-            "now": now,
-            "tokens": tokens,
-        }
-
-        async def lease(conn: Connection) -> Leased:
-            if session not in self._limited:
-                rows = await execute(conn, sql.lease_next(self.ledger), params)
-                if not rows or not rows[0]["limited"]:
-                    return Leased([_lease(row, ttl) for row in rows if row["id"] is not None])
-                self._limited.add(session)
-            return await self._lease_limited(conn, params, ttl)
-
-        if idempotency_key is None:
-            if session in self._limited:
-                return await self.db.run(lease)
-            leasing = _Leasing(owner, max, ttl, tokens)
-            grouped = await self._leases.submit((session, now), leasing)
-            if grouped is not None:
-                return grouped
-            return await self.db.run(lambda conn: self._lease_limited(conn, params, ttl))
-
-        def encode(leased: Leased) -> Any:
-            taken = [[lease.lead.id, lease.token] for lease in leased.leases]
-            return {"ttl_s": ttl, "leases": taken} if taken else None
-
-        async def decode(conn: Connection, answer: Any) -> Leased:
-            ids, tokens = zip(*answer["leases"], strict=True)
-            held = {"ids": list(ids), "tokens": list(tokens), "now": now}
-            rows = await execute(conn, sql.valid_leases(), held)
-            return Leased([_lease(row, answer["ttl_s"]) for row in rows])
-
-        if request is None:
-            request = {"session": session, "owner": owner, "max": max, "ttl_s": ttl}
-        return await self.db.run(
-            lambda conn: idempotency.once(
-                conn,
-                "lease",
-                idempotency_key,
-                request,
-                lease,
-                encode=encode,
-                decode=decode,
-                now=now,
-            )
-        )
-
-    async def _lease_group(
-        self, key: tuple[str, datetime | None], calls: Sequence[_Leasing]
-    ) -> list[Leased | None]:
-        """One lease statement for the callers of one session, each its own leases in its
-        turn (``sql.lease_group``; ``lease_next`` for a caller alone). None for every caller
-        when the session turned out limited: each then leases through the limited path."""
-        session, now = key
-        params: dict[str, Any] = {
-            "session": session,
-            "now": now,
-            "max": sum(call.max for call in calls),
-            "tokens": list(chain.from_iterable(call.tokens for call in calls)),
-        }
-        if len(calls) == 1:
-            [call] = calls
-            params.update(owner=call.owner, ttl_s=call.ttl)
-            statement = sql.lease_next(self.ledger)
-        else:
-            params["owners"] = [call.owner for call in calls for _ in range(call.max)]
-            params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
-            statement = sql.lease_group(self.ledger)
-        rows = await self._rows(statement, params)
-        if rows and rows[0]["limited"]:
-            self._limited.add(session)
-            return [None] * len(calls)
-        caller_of = {token: i for i, call in enumerate(calls) for token in call.tokens}
-        taken: list[list[Lease]] = [[] for _ in calls]
-        for row in rows:
-            if row["id"] is not None:
-                i = caller_of[row["lease_token"]]
-                taken[i].append(_lease(row, calls[i].ttl))
-        return [Leased(leases) for leases in taken]
-
-    async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
-        """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
-        async with conn.transaction():
-            if await execute(conn, sql.lock_settings(), params):
-                rows = await execute(conn, sql.lease_limited(self.ledger), params)
-            else:  # its limits were lifted
-                self._limited.discard(params["session"])
-                rows = await execute(conn, sql.lease_next(self.ledger), params)
-        leases = [_lease(row, ttl) for row in rows if row["id"] is not None]
-        return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
 
     async def renew(
         self,
@@ -601,7 +400,7 @@ class Queue:
             "checkpoints": [checkpoint for call in calls for checkpoint in call.checkpoints],
             "now": now,
         }
-        rows = await self._rows(sql.renew_many(skip_locked=skip_locked), params)
+        rows = await self._rows(statements.renew_many(skip_locked=skip_locked), params)
         renewed = {(row["id"], row["token"]): row for row in rows if row["id"] is not None}
         busy = _per_caller(rows[0]["busy"] if skip_locked else [], [len(c.ids) for c in calls])
         answers: list[Renewed] = []
@@ -712,10 +511,10 @@ class Queue:
             "errors": [item.error for item in items],
             "now": now,
         }
-        statement = sql.complete_many(self.ledger, lean=lean, skip_locked=skip_locked)
+        statement = statements.complete_many(self.ledger, lean=lean, skip_locked=skip_locked)
         rows = await self._rows(statement, params)
         done = {
-            row["item"]: None if lean else _lead(row) for row in rows if row["item"] is not None
+            row["item"]: None if lean else lead_of(row) for row in rows if row["item"] is not None
         }
         held = set(rows[0]["busy"]) if skip_locked else set()
         if refused := [i for i in range(len(items)) if i not in done and i not in held]:
@@ -725,8 +524,8 @@ class Queue:
                 "statuses": [items[i].status for i in refused],
                 "items": refused,
             }
-            rows = await self._rows(sql.completed_already(lean=lean), again)
-            done.update({row["item"]: None if lean else _lead(row) for row in rows})
+            rows = await self._rows(statements.completed_already(lean=lean), again)
+            done.update({row["item"]: None if lean else lead_of(row) for row in rows})
         answers: list[Completed] = []
         start = 0
         for call, busy in zip(calls, _per_caller(held, [len(c.items) for c in calls]), strict=True):
@@ -754,21 +553,23 @@ class Queue:
         delay = validation.delay(delay_s)
         validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
         params = {"lead_id": lead_id, "token": token, "delay_s": delay, "error": error, "now": now}
-        rows = await self._rows(sql.release(self.ledger), params)
+        rows = await self._rows(statements.release(self.ledger), params)
         if not rows:
             raise LeaseLost()
-        return _lead(rows[0])
+        return lead_of(rows[0])
 
     # -- maintenance -------------------------------------------------------
 
     async def sweep(self, session: str, *, now: datetime | None = None) -> SweepResult:
         """Requeue one session's expired leases (failed at max_attempts); others untouched."""
         validation.session(session)
-        return await self._sweep(sql.sweep(self.ledger, scoped=True), {"session": session}, now)
+        return await self._sweep(
+            statements.sweep(self.ledger, scoped=True), {"session": session}, now
+        )
 
     async def sweep_all(self, *, now: datetime | None = None) -> SweepResult:
         """Requeue expired leases in every session: boot recovery and the background sweeper."""
-        return await self._sweep(sql.sweep(self.ledger, scoped=False), {}, now)
+        return await self._sweep(statements.sweep(self.ledger, scoped=False), {}, now)
 
     async def _sweep(self, stmt: str, params: dict[str, Any], now: datetime | None) -> SweepResult:
         """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
@@ -788,7 +589,7 @@ class Queue:
         """
         promoted = 0
         while True:
-            [row] = await self._rows(sql.promote(), {"now": now, "limit": PROMOTE_BATCH})
+            [row] = await self._rows(statements.promote(), {"now": now, "limit": PROMOTE_BATCH})
             promoted += int(row["promoted"])
             if row["promoted"] < PROMOTE_BATCH:
                 return promoted
@@ -813,7 +614,7 @@ class Queue:
         params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": limit}
         if session is not None:
             params["session"] = validation.session(session)
-        stmt = sql.prune(scoped=session is not None)
+        stmt = statements.prune(scoped=session is not None)
         pruned = 0
         while True:
             [row] = await self._rows(stmt, params)
@@ -829,7 +630,7 @@ class Queue:
         params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": batch}
         pruned = 0
         while True:
-            [row] = await self._rows(sql.prune_keys(), params)
+            [row] = await self._rows(statements.prune_keys(), params)
             pruned += int(row["pruned"])
             if row["pruned"] < batch:
                 return pruned
@@ -837,22 +638,26 @@ class Queue:
     async def fold_counts(self) -> None:
         """Keep ``lead_counts`` small: fold its slots into one row per session and status, and
         forget the counts that came to zero (the pruner's; the counts read the same after)."""
-        await self._rows(sql.fold_counts(), {})
-        await self._rows(sql.forget_zero_counts(), {})
+        await self._rows(statements.fold_counts(), {})
+        await self._rows(statements.forget_zero_counts(), {})
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".
 
         Raises NotFound, or Conflict if the lead is terminal.
         """
-        return await self._operator(sql.cancel(self.ledger), lead_id, now, "cancel", "terminal")
+        return await self._operator(
+            statements.cancel(self.ledger), lead_id, now, "cancel", "terminal"
+        )
 
     async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Queue a failed lead again (dead-letter replay).
 
         Raises NotFound, or Conflict if the lead is not failed.
         """
-        return await self._operator(sql.retry(self.ledger), lead_id, now, "retry", "not failed")
+        return await self._operator(
+            statements.retry(self.ledger), lead_id, now, "retry", "not failed"
+        )
 
     async def retry_failed(
         self, session: str, *, now: datetime | None = None, batch: int = RETRY_BATCH
@@ -866,7 +671,7 @@ class Queue:
         validation.session(session)
         limit = validation.integer("batch", batch, low=1, high=100_000)
         params: dict[str, Any] = {"session": session, "now": now, "limit": limit}
-        stmt, before, retried = sql.retry_failed(self.ledger), None, 0
+        stmt, before, retried = statements.retry_failed(self.ledger), None, 0
         while True:
             [row] = await self._rows(stmt, {**params, "before": before})
             retried += int(row["retried"])
@@ -880,7 +685,7 @@ class Queue:
         validation.lead_id(lead_id)
         rows = await self._rows(stmt, {"lead_id": lead_id, "now": now})
         if rows:
-            return _lead(rows[0])
+            return lead_of(rows[0])
         current = await self.get(lead_id)  # only on the refusal path: which refusal?
         raise Conflict(f"cannot {verb} lead {lead_id}: it is {current.status} ({why})")
 
@@ -889,16 +694,16 @@ class Queue:
     async def get(self, lead_id: int) -> Lead:
         """One lead by id. Raises NotFound."""
         validation.lead_id(lead_id)
-        rows = await self._rows(sql.get(), {"lead_id": lead_id})
+        rows = await self._rows(statements.get(), {"lead_id": lead_id})
         if not rows:
             raise NotFound(f"no lead {lead_id}")
-        return _lead(rows[0])
+        return lead_of(rows[0])
 
     async def stats(self, session: str, *, now: datetime | None = None) -> Counts:
         """Lead counts by status in one session (all zero for an unknown session), with the age
         of its oldest lead that could be leased now."""
         validation.session(session)
-        rows = await self._rows(sql.stats(), {"session": session, "now": now})
+        rows = await self._rows(statements.stats(), {"session": session, "now": now})
         counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
         return Counts(**counts, oldest_available_age_s=rows[0]["age_s"])
 
@@ -906,8 +711,8 @@ class Queue:
         """Lead counts per session, and their total; each with its oldest available lead's age."""
 
         async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
-            counts = await execute(conn, sql.stats_all())
-            return counts, await execute(conn, sql.oldest_available(), {"now": now})
+            counts = await execute(conn, statements.stats_all())
+            return counts, await execute(conn, statements.oldest_available(), {"now": now})
 
         counts, ages = await self.db.run(read)
         sessions = counts_by_session(counts, ages)
@@ -915,7 +720,7 @@ class Queue:
 
     async def available(self, *, now: datetime | None = None) -> dict[str, float]:
         """The sessions with a lead that could be leased now, and that lead's age in seconds."""
-        rows = await self._rows(sql.oldest_available(), {"now": now})
+        rows = await self._rows(statements.oldest_available(), {"now": now})
         return {row["session"]: float(row["age_s"]) for row in rows}
 
     # -- settings ----------------------------------------------------------
@@ -923,13 +728,14 @@ class Queue:
     async def settings(self, session: str) -> SessionSettings:
         """A session's settings (the defaults for one never set)."""
         validation.session(session)
-        rows = await self._rows(sql.settings_get(), {"session": session})
+        rows = await self._rows(statements.settings_get(), {"session": session})
         return settings_of(rows[0] if rows else None)
 
     async def settings_all(self) -> dict[str, SessionSettings]:
         """The settings of every session they were set for, by name."""
         return {
-            row["session"]: settings_of(row) for row in await self._rows(sql.settings_all(), {})
+            row["session"]: settings_of(row)
+            for row in await self._rows(statements.settings_all(), {})
         }
 
     async def put_settings(
@@ -947,14 +753,14 @@ class Queue:
 
         async def store(conn: Connection) -> SessionSettings:
             async with conn.transaction():
-                await execute(conn, sql.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
-                await execute(conn, sql.settings_barrier())
-                [row] = await execute(conn, sql.settings_put(), params)
+                await execute(conn, statements.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
+                await execute(conn, statements.settings_barrier())
+                [row] = await execute(conn, statements.settings_put(), params)
             return settings_of(row)
 
         return await self.db.run(store)
 
     async def db_now(self) -> datetime:
         """The database clock (tests build injected instants from it)."""
-        [row] = await self._rows(sql.db_now(), {})
+        [row] = await self._rows(statements.db_now(), {})
         return row["now"]  # type: ignore[no-any-return]

@@ -43,7 +43,7 @@ app holds (its body complete: a long poll waiting for work included), or
 whose answer is being written, is never dropped.
 
 Knows nothing of leaseq's API beyond its problem+json answers; used by
-``app.serve``.
+``app.api.serve``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ _order = itertools.count()  # connections in the order made: ties of the event l
 
 @functools.cache
 def read_bounds() -> tuple[float, float]:
-    """This process's head and body timeouts, from the ``LEASEQ_*`` environment ``app.serve``
+    """This process's head and body timeouts, from the ``LEASEQ_*`` environment ``app.api.serve``
     wrote for it (uvicorn's worker processes build their protocols from it too)."""
     settings = Settings()
     return settings.head_timeout_s, settings.body_timeout_s

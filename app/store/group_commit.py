@@ -16,7 +16,7 @@ of that group, and to none of the next.
 Cancellation: a caller cancelled while it waits for a group to form leaves the
 queue and is never sent; one cancelled while its group runs only stops
 waiting. The group runs in a task of its own, so the others get their answers
-(and each statement is shielded by ``app.pg`` anyway).
+(and each statement is shielded by ``app.store.pool`` anyway).
 
 A group is bounded: by ``max_size`` (the sum of its calls' ``size``; a call
 larger than that still goes, alone) and by ``conflicts``: a call that names a

@@ -1,13 +1,13 @@
-"""The LISTEN fan-out behind long-poll leasing, and the long poll itself.
+"""The LISTEN/NOTIFY fan-out: one connection LISTENing, waking the requests that wait.
 
 One ``Listener`` per process keeps one dedicated psycopg connection
-LISTENing on ``app.sql.NOTIFY_CHANNEL`` (push, release, retry and sweep
+LISTENing on ``app.store.statements.NOTIFY_CHANNEL`` (push, release, retry and sweep
 NOTIFY it with the session and how many leads became available) and wakes
 that many of the requests waiting on that session (a request waiting on several
 sessions, or on any, counts as waiting on each): one push of one lead runs one
 lease statement, not one per waiter. A waiting request holds no database
 connection: it sleeps on an ``asyncio.Event`` of its own and only takes a
-pooled connection to re-try ``lease_next`` (``Fleet.lease`` across sessions).
+pooled connection to lease again (the long poll: ``app.leasing.long_poll``).
 Each notification is also handed to ``on_work`` (the fleet's view of which
 sessions have work) before anyone is woken.
 
@@ -23,7 +23,7 @@ clients. So the listener only ever connects to a direct URL
 ``listen_database_url``) it does not listen at all, and waiters fall back to
 the slow poll.
 
-Knows nothing of HTTP.
+Knows nothing of HTTP, of the queue and of leasing: it only wakes.
 """
 
 from __future__ import annotations
@@ -32,19 +32,16 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from contextlib import asynccontextmanager
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
-from app.fleet import Fleet
-from app.pg import libpq_url
-from app.queue import Queue
-from app.sql import NOTIFY_CHANNEL
-from leaseq.errors import LeaseqError, Unavailable, first_line
-from leaseq.model import Lease
+from app.store.pool import libpq_url
+from app.store.statements import NOTIFY_CHANNEL
+from leaseq.errors import Unavailable, first_line
 
 log = logging.getLogger("leaseq.listener")
 
@@ -77,7 +74,7 @@ class Waiter:
     async def wait(self, at_most_s: float) -> None:
         """Sleep until woken, shutdown, or ``at_most_s`` seconds.
 
-        A wake-up that came while the caller's last ``lease_next`` ran is kept
+        A wake-up that came while the caller's last lease ran is kept
         (the event is cleared only here, after it), so it is never missed.
         """
         self.asleep = True
@@ -231,94 +228,3 @@ class Listener:
                     self.notified(notify.payload)
             async with asyncio.timeout(self.connect_timeout_s):
                 await conn.execute("SELECT 1")  # a silently dead connection fails here
-
-
-async def lease_waiting(
-    queue: Queue,
-    listener: Listener,
-    session: str | Collection[str] | None,
-    owner: str,
-    *,
-    max: int,
-    ttl_s: float | None,
-    wait_s: float,
-    gone: Callable[[], Awaitable[bool]] | None = None,
-    idempotency_key: str | None = None,
-    fleet: Fleet | None = None,
-) -> list[Lease]:
-    """``queue.lease_next`` of ``session`` (several, or None for any: ``fleet.lease`` across
-    them), held up to ``wait_s`` seconds until work arrives in one of them; [] when none.
-
-    The first attempt's errors propagate (bad input, outage). A re-try after a
-    wake-up that finds the database unavailable keeps waiting; only the last
-    one, at the deadline, reports it. Shutdown ends the wait with []. When
-    ``gone()`` turns true (the client hung up) the wait ends too, and leases
-    taken meanwhile are released at once rather than left to expire. Beyond
-    ``max_waiters`` a request that would have to wait gets Unavailable. Leases
-    taken under an ``idempotency_key`` are kept for its retry instead.
-    """
-    if isinstance(session, str):
-        one = session
-
-        async def take() -> list[Lease]:
-            return await queue.lease_next(
-                one, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
-            )
-    else:
-        if fleet is None:
-            raise ValueError("a lease across sessions needs the fleet")
-        across = fleet
-
-        async def take() -> list[Lease]:
-            return await across.lease(
-                session, owner, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
-            )
-
-    return await _waiting(take, queue, listener, session, wait_s, gone, idempotency_key)
-
-
-async def _waiting(
-    take: Callable[[], Awaitable[list[Lease]]],
-    queue: Queue,
-    listener: Listener,
-    sessions: str | Collection[str] | None,
-    wait_s: float,
-    gone: Callable[[], Awaitable[bool]] | None,
-    idempotency_key: str | None,
-) -> list[Lease]:
-    """The long poll of ``lease_waiting``, around ``take`` (one lease attempt)."""
-
-    async def attempt() -> list[Lease]:
-        leases = await take()
-        if leases and idempotency_key is None and gone is not None and await gone():
-            for lease in leases:  # nobody would receive them
-                with contextlib.suppress(LeaseqError):
-                    await queue.release(lease.lead.id, lease.token)
-            return []
-        return leases
-
-    if wait_s <= 0:
-        return await attempt()
-    if listener.waiters >= listener.max_waiters:
-        leases = await attempt()
-        if leases:
-            return leases
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    async with listener.waiting(sessions) as waiter:
-        first = True
-        while True:
-            try:
-                leases = await attempt()
-            except Unavailable:
-                if first or loop.time() >= deadline:
-                    raise
-                leases = []
-            first = False
-            remaining = deadline - loop.time()
-            if leases or remaining <= 0 or listener.closed:
-                return leases
-            poll = listener.poll_interval_s * random.uniform(0.8, 1.2)
-            await waiter.wait(min(remaining, poll))
-            if listener.closed or (gone is not None and await gone()):
-                return []

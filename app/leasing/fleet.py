@@ -2,8 +2,8 @@
 
 A lease across sessions (``POST /lease`` with ``sessions``, or with neither
 ``session`` nor ``sessions``: any session) names no one session;
-``Fleet.lease`` chooses one and leases it through the session-scoped
-``Queue.lease_from``: one statement, routed to that session alone, which
+``Fleet.lease`` chooses one and leases it through one session's lease
+(``app.leasing.session``): one statement, routed to that session alone, which
 honours the session's cap and rate (docs/scaling.md).
 
 The choice is virtual time per session, as Temporal's fairness keys and
@@ -46,13 +46,12 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
-from app import validation
-from app.pg import StatementFailed
-from app.queue import Leased, Queue
+from app.leasing.request import LeaseRequest
+from app.leasing.session import Leased, SessionLeases
+from app.store.pool import StatementFailed
 from leaseq.errors import first_line
 from leaseq.model import Lease, SessionSettings
 
@@ -69,8 +68,11 @@ DEFAULT_WEIGHT = SessionSettings().weight
 class Fleet:
     """This process's share-out of leases across sessions (see the module docstring)."""
 
-    def __init__(self, queue: Queue, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.queue = queue
+    def __init__(
+        self, sessions: SessionLeases, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.sessions = sessions
+        self.queue = sessions.queue
         self._clock = clock
         self._virtual = 0.0  # the clock of the session served last
         self._clocks: dict[str, float] = {}
@@ -169,33 +171,15 @@ class Fleet:
                 best, lowest = session, at
         return best
 
-    async def lease(
-        self,
-        sessions: Collection[str] | None,
-        owner: str,
-        *,
-        max: int = 1,
-        ttl_s: float | None = None,
-        idempotency_key: str | None = None,
-        now: datetime | None = None,
-    ) -> list[Lease]:
-        """Lease up to ``max`` leads of one of ``sessions`` (None: any session), the one furthest
-        below its fair share; [] when none has any available now.
+    async def lease(self, request: LeaseRequest, now: datetime | None = None) -> list[Lease]:
+        """Lease up to ``request.max`` leads of one of ``request.sessions`` (None: any session),
+        the one furthest below its fair share; [] when none has any available now.
 
-        Raises InvalidInput for a bad session name, owner, max or ttl, Unavailable in an
-        outage; a session whose statement fails otherwise is skipped (``_skip``). With an
-        ``idempotency_key``, a retry gets the leases the first try took, whichever session
-        it chooses first.
+        Raises Unavailable in an outage; a session whose statement fails otherwise is
+        skipped (``_skip``). With an idempotency key, a retry gets the leases the first try
+        took, whichever session it chooses first (the key stands for the sessions asked).
         """
-        wanted = None if sessions is None else validation.lease_sessions(sessions)
-        validation.owner(owner)
-        validation.lease_max(max)
-        if ttl_s is not None:
-            validation.ttl(ttl_s)
-        request: dict[str, Any] | None = None
-        if idempotency_key is not None:  # what the key stands for: the sessions asked
-            listed = None if wanted is None else sorted(wanted)
-            request = {"sessions": listed, "owner": owner, "max": max, "ttl_s": ttl_s}
+        wanted = request.sessions
         await self._refresh()
         for again in (False, True):  # the view as it is; if nothing came of it, read anew
             if again:
@@ -209,9 +193,7 @@ class Fleet:
                     break
                 tried.add(session)
                 try:
-                    leased = await self._lease_one(
-                        session, owner, max, ttl_s, idempotency_key, request, now
-                    )
+                    leased = await self._lease_one(session, request, now)
                 except StatementFailed as exc:
                     self._skip(session, exc)
                     continue
@@ -237,31 +219,15 @@ class Fleet:
         if session in self._clocks:
             self._clocks[session] -= share
 
-    async def _lease_one(
-        self,
-        session: str,
-        owner: str,
-        asked: int,
-        ttl_s: float | None,
-        idempotency_key: str | None,
-        request: dict[str, Any] | None,
-        now: datetime | None,
-    ) -> Leased:
+    async def _lease_one(self, session: str, request: LeaseRequest, now: datetime | None) -> Leased:
         """Lease ``session``: its clock advanced by what it took, its work and limits noted."""
+        asked = request.max
         weight = self._weights.get(session, DEFAULT_WEIGHT)
         start = self._clocks[session]
         self._virtual = max(self._virtual, start)
         self._clocks[session] = start + asked / weight  # reserved while the statement runs
         try:
-            leased = await self.queue.lease_from(
-                session,
-                owner,
-                max=asked,
-                ttl_s=ttl_s,
-                idempotency_key=idempotency_key,
-                request=request,
-                now=now,
-            )
+            leased = await self.sessions.lease(session, request, now)
         except BaseException:
             self._give_back(session, asked / weight)
             raise

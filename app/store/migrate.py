@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool, text
 from sqlalchemy.exc import ProgrammingError
 
-from app.db import sqlalchemy_url
+from app.store.schema import sqlalchemy_url
 
 
 def script_location() -> str:
@@ -24,7 +24,7 @@ def script_location() -> str:
     try:
         return str(resources.files("app._migrations"))
     except ModuleNotFoundError:
-        return str(Path(__file__).resolve().parent.parent / "migrations")
+        return str(Path(__file__).resolve().parents[2] / "migrations")
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -1,8 +1,8 @@
 """The schema: the Table definitions Alembic compares against, and the migrations' URL.
 
 SQLAlchemy lives here and in the migrations only, synchronously: the service
-reaches PostgreSQL through ``app.pg``, and the SQL it runs lives in
-``app.sql``. The status list is the model's (``leaseq.model.STATUSES``).
+reaches PostgreSQL through ``app.store.pool``, and the SQL it runs lives in
+``app.store.statements``. The status list is the model's (``leaseq.model.STATUSES``).
 Knows nothing of HTTP.
 """
 
@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, make_url
 
-from app.sql import OUTCOME_EVENTS, in_list
+from app.store.statements import OUTCOME_EVENTS, in_list
 from leaseq.limits import SESSION_PATTERN
 from leaseq.model import FINAL_STATUSES, STATUSES
 
@@ -87,7 +87,7 @@ leads = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     # A queued lead whose available_at was in the future when it was queued (revision 0004):
-    # kept out of leads_ready until promoted (app.sql.lease_next, app.sql.promote).
+    # kept out of leads_ready until promoted (app.store.statements: lease_next, promote).
     Column("scheduled", Boolean, nullable=False, server_default=text("false")),
     # What the holder's renewals last carried, handed to the next holder (revision 0005).
     Column("checkpoint", JSONB, nullable=True),
@@ -178,7 +178,7 @@ idempotency_keys = Table(
 
 
 # A session's weight in a lease across sessions, its cap and its token bucket (revision 0005).
-# A session without a row has the defaults (weight 1, no limits); see app.fleet.
+# A session without a row has the defaults (weight 1, no limits); see app.leasing.fleet.
 session_settings = Table(
     "session_settings",
     metadata,

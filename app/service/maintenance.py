@@ -14,7 +14,7 @@ Each is one small service over the queue, as River's ``internal/maintenance``:
 
 Nothing here is needed for correctness: several processes may run them on
 one database, and each only speeds recovery up. None ever raises out of its
-loop; each logs and tries again. Knows nothing of HTTP: ``app.api.runtime``
+loop; each logs and tries again. Knows nothing of HTTP: ``app.service.runtime``
 wires them into a process.
 """
 
@@ -25,9 +25,10 @@ import logging
 
 import psycopg
 
-from app import metrics, migrate, sql
-from app.pg import Database
-from app.queue import Queue
+from app import metrics
+from app.domain.queue import Queue
+from app.store import migrate, statements
+from app.store.pool import Database
 
 log = logging.getLogger("leaseq.maintenance")
 
@@ -39,7 +40,7 @@ READY_CACHE_S = 1.0
 PROMOTE_EVERY_S = 1.0
 
 # What the operator is told, in the service's log and on the dashboard, when
-# the server runs no autovacuum (``sql.autovacuum``).
+# the server runs no autovacuum (``statements.autovacuum``).
 AUTOVACUUM_OFF = (
     "Autovacuum is off on this PostgreSQL server (SHOW autovacuum): the space of finished "
     "and pruned leads is never reclaimed, so leads, lead_events and their indexes keep "
@@ -147,7 +148,7 @@ class Pruner:
 async def check_autovacuum(db: Database) -> None:
     """Once, when the database first answers: warn when the server runs no autovacuum."""
     try:
-        [row] = await db.rows(sql.autovacuum())
+        [row] = await db.rows(statements.autovacuum())
     except Exception as exc:
         log.warning("cannot read the autovacuum setting: %s", _why(exc))
         return
@@ -160,7 +161,7 @@ async def check_autovacuum(db: Database) -> None:
 async def schema_revision(db: Database) -> str | None:
     """The database's schema revision; None when it has no leaseq schema. Raises Unavailable."""
     try:
-        rows = await db.rows(sql.schema_revision())
+        rows = await db.rows(statements.schema_revision())
     except psycopg.errors.UndefinedTable:
         return None
     return str(rows[0]["version_num"]) if rows else None

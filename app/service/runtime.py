@@ -1,5 +1,6 @@
-"""What one API process runs besides its routes, wired together: database, queue, the fleet's
-share-out across sessions, listener, and the maintenance services of ``app.maintenance``.
+"""What one API process runs besides its routes, wired together: database, queue, leasing
+(one session's leases, the fleet's share-out across sessions, the long poll), listener, and
+the maintenance services of ``app.service.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
@@ -27,11 +28,11 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
-from app.fleet import Fleet
-from app.listener import Listener
-from app.maintenance import Pruner, Readiness, Recovery, Sweeper
-from app.pg import Database
-from app.queue import Queue
+from app.domain.queue import Queue
+from app.leasing.entry import Leasing
+from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
+from app.store.listener import Listener
+from app.store.pool import Database
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -41,7 +42,7 @@ class Runtime:
     settings: Settings
     db: Database
     queue: Queue
-    fleet: Fleet
+    leasing: Leasing
     listener: Listener
     recovery: Recovery
     readiness: Readiness
@@ -63,16 +64,16 @@ class Runtime:
             max_payload_bytes=settings.max_payload_bytes,
             group_commit=settings.group_commit,
         )
-        fleet = Fleet(queue)
+        leasing = Leasing(queue)
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
             poll_interval_s=settings.poll_interval_s,
             connect_timeout_s=settings.connect_timeout_s,
-            on_work=fleet.work_arrived,
         )
+        leasing.listen(listener)
         recovery = Recovery(queue)
-        return cls(settings, db, queue, fleet, listener, recovery, Readiness(db, recovery))
+        return cls(settings, db, queue, leasing, listener, recovery, Readiness(db, recovery))
 
     async def start(self) -> None:
         self._chain_shutdown_signals()
@@ -102,7 +103,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        await self.fleet.close()
+        await self.leasing.fleet.close()
         await self.db.close()  # after the statements whose callers stopped waiting
         metrics.POOL.labels("size").dec(self.db.size)
         metrics.process_exit()

@@ -34,11 +34,11 @@ from typing import Any
 import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
-from app import embedded, migrate
+from app.api.http_connections import HttpConnection
 from app.config import Settings
-from app.http_connections import HttpConnection
 from app.metrics import MULTIPROC_ENV
-from app.pg import redacted
+from app.store import embedded, migrate
+from app.store.pool import redacted
 from leaseq.errors import first_line
 
 APP_FACTORY = "app.api.app:create_app"

@@ -234,17 +234,3 @@ def session_settings(value: SessionSettings) -> None:
         integer("burst", value.burst, low=MIN_BURST, high=MAX_BURST)
         if value.rate_per_s is None:
             raise InvalidInput("burst", "needs rate_per_s: it is the size of the rate's bucket")
-
-
-def lease_request(
-    scope: str | Collection[str] | None, owner_name: Any, max: Any, ttl_s: Any
-) -> None:
-    """A whole lease request: its session (several, or None: any), owner, max and ttl."""
-    if isinstance(scope, str):
-        session(scope)
-    elif scope is not None:
-        lease_sessions(scope)
-    owner(owner_name)
-    lease_max(max)
-    if ttl_s is not None:
-        ttl(ttl_s)

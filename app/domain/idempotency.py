@@ -24,8 +24,8 @@ from typing import Any, Literal, TypeVar
 
 import psycopg
 
-from app import sql
-from app.pg import Connection, execute
+from app.store import statements
+from app.store.pool import Connection, execute
 from leaseq.errors import InvalidInput
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN
 
@@ -63,21 +63,24 @@ async def once(
 
     ``encode`` turns a result into the JSON to remember; None when there is
     nothing to remember (the work changed nothing: the key stays free).
-    Raises InvalidInput when the key was used for another request.
+    ``key`` was checked by the caller (``check_key``). Raises InvalidInput
+    when the key was used for another request.
     """
-    params = {"verb": verb, "key": check_key(key), "request": fingerprint(request), "now": now}
+    params = {"verb": verb, "key": key, "request": fingerprint(request), "now": now}
     while True:
         claimed = False
         async with conn.transaction():
-            claimed = bool(await execute(conn, sql.claim_key(), params))
+            claimed = bool(await execute(conn, statements.claim_key(), params))
             if claimed:
                 result = await work(conn)
                 answer = encode(result)
                 if answer is None:
                     raise psycopg.Rollback()  # nothing was done: the key stays free
-                await execute(conn, sql.remember_answer(), {**params, "answer": json.dumps(answer)})
+                await execute(
+                    conn, statements.remember_answer(), {**params, "answer": json.dumps(answer)}
+                )
             else:  # taken by a request that committed (after we waited for it, if need be)
-                found = await execute(conn, sql.remembered(), params)
+                found = await execute(conn, statements.remembered(), params)
         if claimed:
             return result
         if found:  # else it was pruned since: claim it again

@@ -1,6 +1,6 @@
 """The operator's overview of the queue at one instant: what the dashboard shows.
 
-One ``snapshot`` is eight statements (``app.sql``) on one connection: the
+One ``snapshot`` is eight statements (``app.store.statements``) on one connection: the
 database clock, whether the server runs autovacuum, counts per session, the
 age of the oldest available lead per session, the sessions' settings (weight,
 cap, rate), completions and wasted attempts per minute over the last
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
-from app import sql
-from app.pg import Connection, Row, execute
-from app.queue import Queue, counts_by_session, settings_of
+from app.domain.queue import Queue, counts_by_session, settings_of
+from app.store import statements
+from app.store.pool import Connection, Row, execute
 from leaseq.model import Counts, SessionSettings
 
 WINDOW_MINUTES = 15
@@ -85,17 +85,17 @@ Rows = list[Row]
 
 
 async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows]:
-    [now] = await execute(conn, sql.db_now())
-    [autovacuum] = await execute(conn, sql.autovacuum())
+    [now] = await execute(conn, statements.db_now())
+    [autovacuum] = await execute(conn, statements.autovacuum())
     return (
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
-        await execute(conn, sql.stats_all()),
-        await execute(conn, sql.oldest_available(), {"now": None}),
-        await execute(conn, sql.settings_all()),
-        await execute(conn, sql.per_minute(WINDOW_MINUTES)),
-        await execute(conn, sql.expiring(), {"limit": EXPIRING}),
-        await execute(conn, sql.failures(), {"limit": FAILURES}),
+        await execute(conn, statements.stats_all()),
+        await execute(conn, statements.oldest_available(), {"now": None}),
+        await execute(conn, statements.settings_all()),
+        await execute(conn, statements.per_minute(WINDOW_MINUTES)),
+        await execute(conn, statements.expiring(), {"limit": EXPIRING}),
+        await execute(conn, statements.failures(), {"limit": FAILURES}),
     )
 
 

@@ -21,16 +21,17 @@ happened, not from the leads' current state:
   wrote and its wasted attempts, by owner name.
 
 All zero when the ledger is off (``Settings.ledger``). The statements are
-``app.sql``'s. Knows nothing of HTTP.
+``app.store.statements``'s. Knows nothing of HTTP.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from app import sql, validation
-from app.pg import Connection, Row, execute
-from app.queue import Queue
+from app.domain import validation
+from app.domain.queue import Queue
+from app.store import statements
+from app.store.pool import Connection, Row, execute
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,11 @@ async def report(queue: Queue, session: str) -> Report:
     async def read(conn: Connection) -> list[list[Row]]:
         return [
             await execute(conn, statement, params)
-            for statement in (sql.session_report(), sql.attempts_per_lead(), sql.owners())
+            for statement in (
+                statements.session_report(),
+                statements.attempts_per_lead(),
+                statements.owners(),
+            )
         ]
 
     [[row], histogram, by_owner] = await queue.db.run(read)

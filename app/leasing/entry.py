@@ -1,0 +1,84 @@
+"""``Leasing.lease``: the one way in to a lease, for every door.
+
+``POST /lease``, a completion's ``next`` (``/complete``, ``/complete/batch``)
+and Python callers all come here with a checked ``LeaseRequest``. A request
+naming one session is that session's lease (``app.leasing.session``); one
+naming several, or none (any), is the fleet's choice among them
+(``app.leasing.fleet``); with ``wait_s`` either is held by the long poll
+(``app.leasing.long_poll``) until work arrives.
+
+Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from app.domain.queue import Queue
+from app.leasing import long_poll
+from app.leasing.fleet import Fleet
+from app.leasing.request import LeaseRequest
+from app.leasing.session import SessionLeases
+from app.store.listener import Listener
+from leaseq.model import Lease
+
+
+class Leasing:
+    """This process's leasing over ``queue``: one session's leases, the fleet, the long poll.
+
+    ``listen`` hands it the process's listener; until then a request does not wait.
+    """
+
+    def __init__(self, queue: Queue, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.queue = queue
+        self.sessions = SessionLeases(queue)
+        self.fleet = Fleet(self.sessions, clock=clock)
+        self.listener: Listener | None = None
+
+    def listen(self, listener: Listener) -> None:
+        """Wait on ``listener``'s wake-ups; it tells the fleet of every session with work."""
+        self.listener = listener
+        listener.on_work = self.fleet.work_arrived
+
+    async def lease(
+        self,
+        request: LeaseRequest,
+        *,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """The leases ``request`` takes; [] when none is available (by the end of its wait).
+
+        ``gone()`` says the caller hung up (checked by a long poll); ``now`` replaces the
+        database clock (tests). Raises Unavailable in an outage or beyond ``max_waiters``.
+        """
+        one = request.session
+        if one is None:
+
+            async def take() -> list[Lease]:
+                return await self.fleet.lease(request, now)
+        else:
+
+            async def take() -> list[Lease]:
+                return (await self.sessions.lease(one, request, now)).leases
+
+        return await long_poll.held(take, request, self.queue, self.listener, gone)
+
+    async def lease_next(
+        self,
+        session: str,
+        owner: str,
+        *,
+        max: int = 1,
+        ttl_s: float | None = None,
+        idempotency_key: str | None = None,
+        now: datetime | None = None,
+    ) -> list[Lease]:
+        """``lease`` of one session, not waiting, for a Python caller (the CLI, benchmarks,
+        tests): up to ``max`` leads, highest priority then oldest. Raises InvalidInput."""
+        request = LeaseRequest.checked(
+            owner, session=session, max=max, ttl_s=ttl_s, idempotency_key=idempotency_key
+        )
+        return await self.lease(request, now=now)

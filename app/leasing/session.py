@@ -1,0 +1,215 @@
+"""One session's lease: plain, grouped, limited or keyed, each its statement or transaction.
+
+A session without limits is one statement (``statements.lease_next``), and
+the plain leases of one session that arrive while one of its lease
+statements runs go together as the next (``statements.lease_group``, through
+the ``Grouper``): one round trip per plain lease, never more. A session with
+a cap or a rate (found so by that statement, or last time) is leased in a
+transaction that first locks its settings row (``statements.lock_settings``,
+then ``statements.lease_limited``), so its leases take turns and each counts
+what is held after the one before committed: across every API process, it
+never holds more than ``max_leased``. A request with an idempotency key runs
+in a transaction with its key (``app.domain.idempotency``).
+
+Knows nothing of HTTP, of the fleet and of the long poll.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import chain
+from typing import Any
+
+from app import metrics
+from app.domain import idempotency
+from app.domain.queue import MAX_GROUP_ITEMS, Queue, lead_of
+from app.leasing.request import LeaseRequest
+from app.store import statements
+from app.store.group_commit import Grouper
+from app.store.pool import Connection, execute
+from leaseq.model import Lease
+
+
+def new_token() -> str:
+    """An unguessable lease token (192 random bits)."""
+    return secrets.token_urlsafe(24)
+
+
+def lease_of(row: Mapping[str, Any], ttl_s: float) -> Lease:
+    """A row a lease statement answered (a lead it leased) as the lease."""
+    return Lease(
+        lead=lead_of(row),
+        token=row["lease_token"],
+        attempt=row["attempts"],
+        owner=row["owner"],
+        expires_at=row["lease_expires_at"],
+        ttl_s=ttl_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """What a lease of one session took, and what held it back, if anything.
+
+    ``capped``: the session holds ``max_leased`` leads now (no room is left);
+    ``next_token_s``: its bucket holds no whole token, and will in this many
+    seconds. A caller choosing among sessions skips such a session meanwhile.
+    """
+
+    leases: list[Lease] = field(default_factory=list)
+    capped: bool = False
+    next_token_s: float | None = None
+
+
+def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
+    """``leases``, and what ``statements.lease_limited``'s answer (``gate``, any of its rows)
+    says held the session back once they were taken: no room under its cap, no whole token
+    left."""
+    room, tokens, rate = gate["room"], gate["tokens"], gate["rate_per_s"]
+    capped = room is not None and room <= len(leases)
+    left = None if tokens is None else tokens - len(leases)
+    next_token_s = None if left is None or left >= 1 else (1 - left) / rate
+    return Leased(leases, capped, next_token_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    """One caller's plain lease of a session, in a group: its owner, ``max``, ttl and tokens."""
+
+    owner: str
+    max: int
+    ttl: float
+    tokens: list[str]
+
+
+class SessionLeases:
+    """The leases of one session at a time, for this process (see the module docstring)."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self._ledger = queue.ledger
+        # Sessions last found limited: their leases go straight to the limited path, whose
+        # lock finds out if they still are. A hint that saves a round trip, never a decision.
+        self._limited: set[str] = set()
+        # Keyed by session (and instant): one lease statement per session at a time.
+        self._groups: Grouper[tuple[str, datetime | None], _Plain, Leased | None] = Grouper(
+            self._lease_group,
+            max_size=MAX_GROUP_ITEMS,
+            size=lambda call: call.max,
+            on_group=metrics.GROUP_SIZES.labels("lease").observe,
+            enabled=queue.group_commit,
+        )
+
+    async def lease(
+        self, session: str, request: LeaseRequest, now: datetime | None = None
+    ) -> Leased:
+        """Lease up to ``request.max`` leads of ``session``, highest priority then oldest,
+        saying what held the session back (its cap, its rate). ``now`` replaces the
+        database clock (tests); production passes None."""
+        ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
+        tokens = [new_token() for _ in range(request.max)]
+        params = {
+            "session": session,
+            "owner": request.owner,
+            "max": request.max,
+            "ttl_s": ttl,
+            "now": now,
+            "tokens": tokens,
+        }
+        db = self.queue.db
+        if request.idempotency_key is not None:
+            return await db.run(
+                lambda conn: idempotency.once(
+                    conn,
+                    "lease",
+                    request.idempotency_key,  # type: ignore[arg-type]
+                    request.stands_for(ttl),
+                    lambda conn: self._lease_one(conn, params, ttl),
+                    encode=_encode,
+                    decode=lambda conn, answer: _decode(conn, answer, now),
+                    now=now,
+                )
+            )
+        if session in self._limited:
+            return await db.run(lambda conn: self._lease_one(conn, params, ttl))
+        grouped = await self._groups.submit(
+            (session, now), _Plain(request.owner, request.max, ttl, tokens)
+        )
+        if grouped is not None:
+            return grouped
+        return await db.run(lambda conn: self._lease_limited(conn, params, ttl))
+
+    async def _lease_one(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
+        """One lease on ``conn``, not grouped (a keyed lease, a session found limited)."""
+        session = params["session"]
+        if session not in self._limited:
+            rows = await execute(conn, statements.lease_next(self._ledger), params)
+            if not rows or not rows[0]["limited"]:
+                return Leased([lease_of(row, ttl) for row in rows if row["id"] is not None])
+            self._limited.add(session)
+        return await self._lease_limited(conn, params, ttl)
+
+    async def _lease_group(
+        self, key: tuple[str, datetime | None], calls: Sequence[_Plain]
+    ) -> list[Leased | None]:
+        """One lease statement for the callers of one session, each its own leases in its
+        turn (``statements.lease_group``; ``lease_next`` for a caller alone). None for every
+        caller when the session turned out limited: each then leases through the limited
+        path."""
+        session, now = key
+        params: dict[str, Any] = {
+            "session": session,
+            "now": now,
+            "max": sum(call.max for call in calls),
+            "tokens": list(chain.from_iterable(call.tokens for call in calls)),
+        }
+        if len(calls) == 1:
+            [call] = calls
+            params.update(owner=call.owner, ttl_s=call.ttl)
+            statement = statements.lease_next(self._ledger)
+        else:
+            params["owners"] = [call.owner for call in calls for _ in range(call.max)]
+            params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
+            statement = statements.lease_group(self._ledger)
+        rows = await self.queue.db.rows(statement, params)
+        if rows and rows[0]["limited"]:
+            self._limited.add(session)
+            return [None] * len(calls)
+        caller_of = {token: i for i, call in enumerate(calls) for token in call.tokens}
+        taken: list[list[Lease]] = [[] for _ in calls]
+        for row in rows:
+            if row["id"] is not None:
+                i = caller_of[row["lease_token"]]
+                taken[i].append(lease_of(row, calls[i].ttl))
+        return [Leased(leases) for leases in taken]
+
+    async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
+        """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
+        async with conn.transaction():
+            if await execute(conn, statements.lock_settings(), params):
+                rows = await execute(conn, statements.lease_limited(self._ledger), params)
+            else:  # its limits were lifted
+                self._limited.discard(params["session"])
+                rows = await execute(conn, statements.lease_next(self._ledger), params)
+        leases = [lease_of(row, ttl) for row in rows if row["id"] is not None]
+        return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
+
+
+def _encode(leased: Leased) -> Any:
+    """What an idempotency key remembers of a lease: the leases taken (None: nothing taken,
+    the key stays free)."""
+    if not leased.leases:
+        return None
+    ttl = leased.leases[0].ttl_s
+    return {"ttl_s": ttl, "leases": [[lease.lead.id, lease.token] for lease in leased.leases]}
+
+
+async def _decode(conn: Connection, answer: Any, now: datetime | None) -> Leased:
+    """The leases a key remembers that are still valid."""
+    ids, tokens = zip(*answer["leases"], strict=True)
+    held = {"ids": list(ids), "tokens": list(tokens), "now": now}
+    rows = await execute(conn, statements.valid_leases(), held)
+    return Leased([lease_of(row, answer["ttl_s"]) for row in rows])
