@@ -110,7 +110,13 @@ class CheckpointFile:
             log.warning("lead %d: the checkpoint file holds no JSON checkpoint: %s", job.id, exc)
 
     def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Remove the folder: two calls when it holds the checkpoint alone, or nothing."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        try:
+            self.folder.rmdir()
+        except OSError:  # the command left more there
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class GuardGone(Exception):
