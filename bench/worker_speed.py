@@ -89,7 +89,9 @@ def worker_argv(url: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "leaseq.cli", "worker", "--url", url, "-s", SESSION, *args]
 
 
-def run_one(kind: str, workers: int, source: Path, server: str, template: str, n: int) -> dict[str, Any]:
+def run_one(
+    kind: str, workers: int, source: Path, server: str, template: str, n: int
+) -> dict[str, Any]:
     """One run of ``kind`` on a fresh database and a service of its own."""
     with fresh_copy(server, template) as url:
         service = Service(url, 1)
@@ -99,7 +101,9 @@ def run_one(kind: str, workers: int, source: Path, server: str, template: str, n
             env = source_env(source)
             load = load_avg()
             if kind == "start":
-                wall, cpu, _ = timed_child(worker_argv(base, "--wait", "0", "-q", "--", "true"), env)
+                wall, cpu, _ = timed_child(
+                    worker_argv(base, "--wait", "0", "-q", "--", "true"), env
+                )
                 return {"kind": kind, "seconds": wall, "cpu_s": cpu, "load": [load, load_avg()]}
             push(base, n)
             if kind == "cli-true":
@@ -133,8 +137,14 @@ def xargs(workers: int, n: int) -> dict[str, Any]:
     subprocess.run(["xargs", "-P", str(workers), "-n", "1", "true"], stdin=seq.stdout, check=True)
     seq.wait()
     seconds = time.perf_counter() - began
-    return {"kind": "xargs", "workers": workers, "leads": n, "seconds": seconds,
-            "leads_per_s": n / seconds, "load": [load, load_avg()]}
+    return {
+        "kind": "xargs",
+        "workers": workers,
+        "leads": n,
+        "seconds": seconds,
+        "leads_per_s": n / seconds,
+        "load": [load, load_avg()],
+    }
 
 
 # -- the in-process contenders, run as ``--child KIND URL N`` ------------------------------
@@ -176,8 +186,13 @@ async def bare_child(url: str, n: int, keyed: bool = True) -> float:
         finished = 0
         while leases:
             lease = leases[0]
-            body = {"lead_id": lease["lead"]["id"], "token": lease["token"], "status": "done",
-                    "result": None, "next": ask}
+            body = {
+                "lead_id": lease["lead"]["id"],
+                "token": lease["token"],
+                "status": "done",
+                "result": None,
+                "next": ask,
+            }
             headers = {"Idempotency-Key": str(uuid.uuid4())} if keyed else None
             answer = await http.post("/complete", json=body, headers=headers)
             answer.raise_for_status()

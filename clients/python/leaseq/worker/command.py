@@ -188,8 +188,9 @@ class GuardProcess:
         self.sock.close()
 
     async def wait(self) -> None:
-        while self.process.poll() is None:
-            await asyncio.sleep(0.01)
+        """Until the guard has exited (and is reaped): a thread, once per guard's end."""
+        if self.process.poll() is None:
+            await asyncio.to_thread(self.process.wait)
 
 
 class Pipes:
@@ -201,7 +202,7 @@ class Pipes:
         stdin_r, self._stdin = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        self.theirs = (stdin_r, out_w, err_w)  # passed to the guard, then closed here
+        self.theirs: tuple[int, ...] = (stdin_r, out_w, err_w)  # for the guard, then closed
         self._pending = memoryview(payload)
         self._parts: dict[int, list[bytes]] = {out_r: [], err_r: []}  # stdout, stderr
         self._open = {out_r, err_r}

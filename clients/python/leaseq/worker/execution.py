@@ -4,9 +4,10 @@ worker stops; and what came of it (an ``Ended`` with its ``Outcome``).
 It never runs a lead it no longer holds (SPEC invariant 8): a lease whose
 answer came late runs only once a renewal confirms it, and the handler is
 stopped at the lease's ``stop_at`` unless a renewal came first. An async
-handler is cancelled as a task; a sync handler runs on a thread of the worker's (one
-per lead running, reused; with the caller's context variables) and is told through the ``CancelToken`` of
-its ``Job``, which it polls; a command's whole process tree is killed
+handler is cancelled as a task; a sync handler runs on a thread of the
+worker's (``HandlerThreads``: one per lead running, reused; with the caller's
+context variables) and is told through the ``CancelToken`` of its ``Job``,
+which it polls; a command's whole process tree is killed
 (``leaseq.worker.command``). A handler that does not stop within its kill
 grace is abandoned: its outcome says so, and nothing is sent for it.
 
@@ -72,13 +73,13 @@ class Execution(WorkerCore):
         future: asyncio.Future[Any] = loop.create_future()
         context = contextvars.copy_context()
 
-        def target() -> None:
+        def target() -> Callable[[], None]:
             try:
                 result = context.run(self.handler, job)
             except BaseException as exc:
-                _deliver(loop, future, None, exc)
-            else:
-                _deliver(loop, future, result, None)
+                error = exc  # the name ``exc`` is gone once the except clause ends
+                return lambda: _deliver(loop, future, None, error)
+            return lambda: _deliver(loop, future, result, None)
 
         if self._threads is None:
             self._threads = HandlerThreads()
@@ -175,6 +176,9 @@ class Execution(WorkerCore):
         )
 
 
+Work = Callable[[], Callable[[], None]]  # runs a handler; gives what hands its answer over
+
+
 class HandlerThreads:
     """The threads sync handlers run on: one per lead running, kept for the next lead.
 
@@ -184,21 +188,26 @@ class HandlerThreads:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
+        self._idle: list[queue.SimpleQueue[Work | None]] = []
 
-    def run(self, target: Callable[[], None]) -> None:
+    def run(self, target: Work) -> None:
+        """Run ``target`` on an idle thread (or a new one); what it returns is called once the
+        thread is idle again, so the next lead finds it free."""
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
             inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name="leaseq-handler", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name="leaseq-handler", daemon=True
+            ).start()
         inbox.put(target)
 
-    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+    def _serve(self, inbox: queue.SimpleQueue[Work | None]) -> None:
         while (target := inbox.get()) is not None:
-            target()
+            then = target()
             with self._lock:
                 self._idle.append(inbox)
+            then()
 
     def shutdown(self) -> None:
         """End the idle threads; a busy one ends after its handler."""

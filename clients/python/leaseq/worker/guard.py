@@ -249,7 +249,7 @@ class Guard:
 
     def _sleep(self, timeout: float) -> None:
         with contextlib.suppress(InterruptedError):
-            select.select([self._wake_r, self.sock], [], [], timeout)
+            select.select([self._wake_r, self.sock.fileno()], [], [], timeout)
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 512):
                 pass
