@@ -9,6 +9,9 @@ stdin; its ``mode`` says what to do:
 - ``fail_first``: ``fail`` on attempt 1, ``ok`` after
 - ``hang``: start a grandchild (``sleep``), write both pids to ``pid_dir``, wait
 - ``hang_first``: ``hang`` on attempt 1, ``ok`` after
+- ``escape``: start a grandchild in a session of its own (``setsid``: outside the
+  command's process group), write both pids to ``pid_dir``; then wait, or with
+  ``"leave": true`` exit at once, leaving it behind
 - ``deaf_first``: on attempt 1, ignore SIGTERM and append the time to
   ``stamps`` (a file) every 20 ms until killed; after, append it once, ``ok``
 - ``env``: print the names of the ``LEASEQ_*`` variables it sees
@@ -38,6 +41,15 @@ def _hang(payload: dict[str, Any], lead_id: str) -> int:
     partial.write_text(f"{os.getpid()} {child.pid}")
     partial.rename(pid_file)
     return child.wait()
+
+
+def _escape(payload: dict[str, Any], lead_id: str) -> int:
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    pid_file = Path(payload["pid_dir"]) / f"{lead_id}.pids"
+    partial = pid_file.with_suffix(".tmp")
+    partial.write_text(f"{os.getpid()} {child.pid}")
+    partial.rename(pid_file)
+    return 0 if payload.get("leave") else child.wait()
 
 
 def _deaf(stamps: Path) -> int:
@@ -89,6 +101,8 @@ def main() -> int:
         return 3
     if mode == "hang":
         return _hang(payload, lead_id)
+    if mode == "escape":
+        return _escape(payload, lead_id)
     answer = {
         "lead": int(lead_id),
         "attempt": attempt,

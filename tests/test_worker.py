@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import threading
 import time
@@ -22,7 +23,7 @@ import pytest
 
 from leaseq import AsyncClient, RetryPolicy
 from leaseq.model import Counts, NewLead
-from leaseq.worker import Cached, Job, StopReason, Worker, run_worker
+from leaseq.worker import Cached, Command, Job, StopReason, Worker, run_worker
 from tests.serving import Service, Services, free_port
 from tests.worker_support import (
     HANDLER,
@@ -31,6 +32,7 @@ from tests.worker_support import (
     completions,
     eventually,
     exited,
+    guards_of,
     holds,
     kill_leftovers,
     ledger,
@@ -369,6 +371,25 @@ async def test_command_success(
     assert (await client.get(ids[1])).result == {"output": "hello, not json"}
     assert await client.stats(session) == Counts(done=3)
     assert "done 3" in log.read_text()  # the progress line
+
+
+async def test_one_guard_per_slot_runs_every_lead_and_ends_with_the_run(
+    client: AsyncClient, session: str
+) -> None:
+    """A lead costs a fork and an exec: the slot's guard is started once, not per lead."""
+    ids = (await client.push(session, [NewLead({"mode": "ok", "n": n}) for n in range(4)])).ids
+    seen: set[int] = set()
+
+    async def watching(job: Job) -> Any:
+        seen.update(guards_of(os.getpid()))
+        return await command(job)
+
+    command = Command(HANDLER)
+    watching.aclose = command.aclose  # type: ignore[attr-defined]
+    stats = await Worker(client, session, watching, wait_s=0.5).run()
+    assert stats.done == 4 and [(await client.get(i)).status for i in ids] == ["done"] * 4
+    assert len(seen) == 1  # the one guard of the one slot, from the second lead on
+    assert not any(alive(pid) for pid in seen) and not guards_of(os.getpid())
 
 
 async def test_command_non_zero_exit(

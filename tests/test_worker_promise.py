@@ -38,6 +38,7 @@ from tests.worker_support import (
     ledger_times,
     pids,
     start_worker,
+    tail,
 )
 
 pytestmark = pytest.mark.service
@@ -114,6 +115,54 @@ async def test_kill_9_of_the_worker_takes_its_command_tree_with_it(
     assert completions(database_url, lead_id) == ["other"]
     [(_, at, expires_at)] = [t for t in ledger_times(database_url, lead_id) if t[0] == "leased"][:1]
     assert expires_at is not None and expires_at - at == timedelta(seconds=2)  # the service's
+
+
+async def test_kill_9_of_the_worker_takes_a_grandchild_in_a_session_of_its_own_too(
+    services: Services, database_url: str, session: str, tmp_path: Path
+) -> None:
+    """The grandchild left the command's process group and session (``setsid``): only the
+    slot's guard, its subreaper, still knows it; the worker's death ends it with the rest."""
+    service = serve(services, database_url, LEASEQ_LEASE_TTL_S="2")
+    log = tmp_path / "worker.log"
+    async with AsyncClient(service.url) as client:
+        await client.push(session, [NewLead({"mode": "escape", "pid_dir": str(tmp_path)})])
+        worker = start_worker(service.url, session, ["-q", "--", *HANDLER], log)
+        try:
+            await eventually(lambda: holds(len(pids(tmp_path)) == 2), timeout_s=15)
+            command, grandchild = pids(tmp_path)
+            assert os.getsid(grandchild) == grandchild != os.getsid(command)  # it escaped
+            assert all(map(alive, (command, grandchild))) and guards_of(worker.pid)
+            worker.kill()
+            await asyncio.to_thread(worker.wait, 5)
+
+            async def all_gone() -> bool:
+                return not any(map(alive, (command, grandchild))) and not guards_of(worker.pid)
+
+            await eventually(all_gone, timeout_s=3)
+        finally:
+            worker.kill()
+            worker.wait()
+            kill_leftovers(tmp_path)
+
+
+async def test_what_a_command_leaves_behind_in_another_session_is_ended(
+    services: Services, database_url: str, session: str, tmp_path: Path
+) -> None:
+    """The command exits at once, its grandchild (``setsid``) still running: the lead is done,
+    and the grandchild is gone by the time the worker ends."""
+    service = serve(services, database_url)
+    log = tmp_path / "worker.log"
+    async with AsyncClient(service.url) as client:
+        leave = {"mode": "escape", "leave": True, "pid_dir": str(tmp_path)}
+        first, second = (await client.push(session, [NewLead(leave), NewLead({})])).ids
+        worker = start_worker(service.url, session, ["--wait", "0.5", "-q", "--", *HANDLER], log)
+        try:
+            assert await exited(worker, log) == 0, tail(log)
+            [(command, grandchild)] = [tuple(pids(tmp_path))]
+            assert not alive(command) and not alive(grandchild)
+            assert (await client.get(first)).status == (await client.get(second)).status == "done"
+        finally:
+            kill_leftovers(tmp_path)
 
 
 async def test_a_command_deaf_to_sigterm_is_killed_before_its_lease_can_end(

@@ -37,10 +37,10 @@ def test_one_version_for_both_and_the_server_pins_the_client() -> None:
     assert f"leaseq=={client['version']}" in server["dependencies"]
 
 
-def test_the_client_depends_on_httpx_and_typer_only() -> None:
+def test_the_client_depends_on_httpx_sniffio_and_typer_only() -> None:
     client = pyproject(ROOT / "clients" / "python" / "pyproject.toml")
     names = {dependency.split(">")[0].split("=")[0] for dependency in client["dependencies"]}
-    assert names == {"httpx", "typer"}
+    assert names == {"httpx", "sniffio", "typer"}
     assert client["optional-dependencies"] == {"metrics": ["prometheus-client>=0.20"]}
     assert client["scripts"] == {"leaseq": "leaseq.cli:main"}
 

@@ -175,6 +175,20 @@ async def test_a_value_completes_the_lead_and_cached_finishes_it_as_cached(
     )
 
 
+async def test_sync_handlers_run_on_threads_kept_for_the_next_lead(service: FakeService) -> None:
+    """As many threads as leads run at once, not a new one per lead."""
+    ids = service.push(*({"n": n} for n in range(6)))
+    threads: list[int] = []
+
+    def handle(job: Job) -> int:
+        threads.append(threading.get_ident())
+        return int(job.payload["n"])
+
+    stats = await worker(service, handle).run()
+    assert stats.done == 6 and [service.leads[i].result for i in ids] == list(range(6))
+    assert len(set(threads)) == 1 and threads[0] != threading.get_ident()
+
+
 async def test_an_error_is_retried_later_then_fails_with_the_services_error_limit(
     service: FakeService,
 ) -> None:

@@ -18,6 +18,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from leaseq._client import AsyncClient
 from leaseq.limits import MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
@@ -26,6 +27,9 @@ from leaseq.worker.held import Held, check_kill_grace
 from leaseq.worker.job import Handler, StopReason
 from leaseq.worker.metrics import Metrics
 from leaseq.worker.stats import Clock, WorkerStats
+
+if TYPE_CHECKING:
+    from leaseq.worker.execution import HandlerThreads
 
 log = logging.getLogger("leaseq.worker")
 
@@ -129,7 +133,9 @@ class WorkerCore:
         self._runners: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._stop_event = asyncio.Event()
-        self._schedule = asyncio.Event()  # wakes the heartbeat: a new lease, or a new clock
+        self._schedule = asyncio.Event()  # wakes the heartbeat: a renewal due sooner, a new clock
+        self._heartbeat_at = math.inf  # when the heartbeat wakes by itself (worker's clock)
+        self._threads: HandlerThreads | None = None  # where sync handlers run, once one does
         self._stopping_at: float | None = None  # time.monotonic(); -inf: no grace left
         self._fatal: BaseException | None = None  # ends the run once the leads in flight end
         self._clamped = False

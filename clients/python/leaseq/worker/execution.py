@@ -4,9 +4,10 @@ worker stops; and what came of it (an ``Ended`` with its ``Outcome``).
 It never runs a lead it no longer holds (SPEC invariant 8): a lease whose
 answer came late runs only once a renewal confirms it, and the handler is
 stopped at the lease's ``stop_at`` unless a renewal came first. An async
-handler is cancelled as a task; a sync handler runs in its own thread (with
-the caller's context variables) and is told through the ``CancelToken`` of
-its ``Job``, which it polls; a command's whole process tree is killed
+handler is cancelled as a task; a sync handler runs on a thread of the
+worker's (``HandlerThreads``: one per lead running, reused; with the caller's
+context variables) and is told through the ``CancelToken`` of its ``Job``,
+which it polls; a command's whole process tree is killed
 (``leaseq.worker.command``). A handler that does not stop within its kill
 grace is abandoned: its outcome says so, and nothing is sent for it.
 
@@ -19,7 +20,9 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -63,66 +66,69 @@ class Execution(WorkerCore):
     """Runs the handler of each lead held (the module docstring)."""
 
     def _launch(self, job: Job) -> asyncio.Future[Any]:
-        """Start the handler: a task if it is async, else a thread of its own."""
+        """Start the handler: a task if it is async, else on a thread of the worker's."""
         if self._is_async:
             return asyncio.ensure_future(self.handler(job))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         context = contextvars.copy_context()
 
-        def target() -> None:
+        def target() -> Callable[[], None]:
             try:
                 result = context.run(self.handler, job)
             except BaseException as exc:
-                _deliver(loop, future, None, exc)
-            else:
-                _deliver(loop, future, result, None)
+                error = exc  # the name ``exc`` is gone once the except clause ends
+                return lambda: _deliver(loop, future, None, error)
+            return lambda: _deliver(loop, future, result, None)
 
-        thread = threading.Thread(target=target, name=f"leaseq-lead-{job.id}", daemon=True)
-        thread.start()
+        if self._threads is None:
+            self._threads = HandlerThreads()
+        self._threads.run(target)
         future.add_done_callback(_consume)
         return future
 
+    async def _until(self, held: Held, deadline: float, work: asyncio.Future[Any] | None) -> None:
+        """Sleep until ``deadline`` (the worker's clock), the lease is interrupted or confirmed,
+        or ``work`` is done: one future and one timer, whatever wakes it."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake(_: object = None) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        held.wake = wake
+        timer = loop.call_later(max(0.0, deadline - self.clock()), wake)
+        if work is not None:
+            work.add_done_callback(wake)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+            held.wake = None
+            if work is not None:
+                work.remove_done_callback(wake)
+
     async def _confirmed(self, held: Held) -> bool:
         """Wait until the lease is confirmed (it is at once, but after a late answer)."""
-        waiting = asyncio.ensure_future(held.confirmed.wait())
-        interrupted = asyncio.ensure_future(held.interrupted.wait())
-        try:
-            while not held.confirmed.is_set() and held.reason is None:
-                now = self.clock()
-                if now >= held.unconfirmed_until:
-                    held.interrupt(StopReason.EXPIRED)
-                    break
-                await asyncio.wait(
-                    {waiting, interrupted},
-                    timeout=held.unconfirmed_until - now,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-        finally:
-            waiting.cancel()
-            interrupted.cancel()
+        while not held.confirmed.is_set() and held.reason is None:
+            if self.clock() >= held.unconfirmed_until:
+                held.interrupt(StopReason.EXPIRED)
+                break
+            await self._until(held, held.unconfirmed_until, None)
         return held.confirmed.is_set()
 
     async def _execute(self, held: Held) -> Ended:
         """Run the handler until it ends, the lease may end, max runtime or shutdown."""
-        if await self._confirmed(held) and held.reason is None:
+        if (held.confirmed.is_set() or await self._confirmed(held)) and held.reason is None:
             held.started = self.clock()
             work = self._launch(held.job)
-            interrupted = asyncio.ensure_future(held.interrupted.wait())
-            try:
-                while not work.done() and held.reason is None:
-                    now = self.clock()
-                    reason = held.due(now, self.max_runtime_s)
-                    if reason is not None:
-                        held.interrupt(reason)
-                        continue
-                    await asyncio.wait(
-                        {work, interrupted},
-                        timeout=held.deadline(self.max_runtime_s) - now,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-            finally:
-                interrupted.cancel()
+            while not work.done() and held.reason is None:
+                reason = held.due(self.clock(), self.max_runtime_s)
+                if reason is not None:
+                    held.interrupt(reason)
+                    continue
+                await self._until(held, held.deadline(self.max_runtime_s), work)
             finished_first = work.done()  # before any cancel: a result it chose to return
             if not finished_first:
                 await self._stop_handler(held, work)
@@ -168,6 +174,47 @@ class Execution(WorkerCore):
             patience,
             held.reason,
         )
+
+
+Work = Callable[[], Callable[[], None]]  # runs a handler; gives what hands its answer over
+
+
+class HandlerThreads:
+    """The threads sync handlers run on: one per lead running, kept for the next lead.
+
+    As many as leads run at once (a handler abandoned because it would not stop
+    keeps its thread; the next lead gets another), never a new one per lead.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Work | None]] = []
+
+    def run(self, target: Work) -> None:
+        """Run ``target`` on an idle thread (or a new one); what it returns is called once the
+        thread is idle again, so the next lead finds it free."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name="leaseq-handler", daemon=True
+            ).start()
+        inbox.put(target)
+
+    def _serve(self, inbox: queue.SimpleQueue[Work | None]) -> None:
+        while (target := inbox.get()) is not None:
+            then = target()
+            with self._lock:
+                self._idle.append(inbox)
+            then()
+
+    def shutdown(self) -> None:
+        """End the idle threads; a busy one ends after its handler."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for inbox in idle:
+            inbox.put(None)
 
 
 def _deliver(

@@ -45,7 +45,9 @@ class Heartbeat(WorkerCore):
             live = [h for h in self._held.values() if not h.lost and not h.abandoned]
             next_at = min((h.renew_at for h in live), default=math.inf)
             if next_at > now:
+                self._heartbeat_at = next_at
                 await self._wait_schedule(next_at - now)
+                self._heartbeat_at = -math.inf  # awake: it looks at every lease before it sleeps
                 continue
             # Those due within a sixth of their ttl go along: early renewals cost nothing.
             batch = [h for h in live if h.renew_at <= now + h.ttl_s / 6]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leaseq.model import Lease
@@ -77,7 +78,8 @@ class Held:
     renew_at: float
     renew_failures: int = 0
     confirmed: asyncio.Event = field(default_factory=asyncio.Event)  # the handler may run
-    interrupted: asyncio.Event = field(default_factory=asyncio.Event)
+    # Called when the lease is interrupted or confirmed: wakes whatever waits on the lead.
+    wake: Callable[[], None] | None = None
     reason: StopReason | None = None
     settling: bool = False  # the handler is over; complete or release is being sent
     abandoned: bool = False  # the handler did not stop when told: left to its lease's expiry
@@ -117,7 +119,8 @@ class Held:
         if self.reason is None or reason.lease_gone:
             self.reason = reason
         self.job.cancel_token.cancel(reason)
-        self.interrupted.set()
+        if self.wake is not None:
+            self.wake()
 
     def renewed(self, sent: float, ttl_s: float) -> None:
         """A renewal sent at ``sent`` was confirmed: valid for its ttl from then (never less)."""
@@ -125,7 +128,10 @@ class Held:
         self.valid_until = max(self.valid_until, sent + ttl_s)
         self.renew_at = max(self.renew_at, sent + ttl_s / 3)
         self.renew_failures = 0
-        self.confirmed.set()
+        if not self.confirmed.is_set():
+            self.confirmed.set()
+            if self.wake is not None:
+                self.wake()
 
     def renew_failed(self, now: float) -> None:
         """A renewal was not confirmed: try again soon."""

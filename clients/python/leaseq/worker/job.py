@@ -91,6 +91,8 @@ class Checkpoints:
         self._latest: JSON = saved
         self._version = 0  # of the latest set; 0: none set here
         self._sent = 0  # the newest version a renewal carried
+        # Called before each look for an unsent checkpoint: where a command's file is read.
+        self.source: Callable[[], None] | None = None
 
     @property
     def latest(self) -> JSON:
@@ -112,6 +114,8 @@ class Checkpoints:
 
     def unsent(self) -> tuple[int, JSON] | None:
         """The latest one a renewal has not carried yet, with its version; None when none."""
+        if self.source is not None:
+            self.source()
         with self._lock:
             return None if self._version == self._sent else (self._version, self._latest)
 

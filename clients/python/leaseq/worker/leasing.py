@@ -113,7 +113,8 @@ class Leasing(WorkerCore):
             held.interrupt(StopReason.SHUTDOWN)
         self._held[lease.token] = held
         self.stats.holding(len(self._held))
-        self._schedule.set()
+        if held.renew_at < self._heartbeat_at:  # due before the heartbeat wakes: wake it now
+            self._schedule.set()
         task = asyncio.create_task(self._hold(held), name=f"leaseq-lead-{lease.lead.id}")
         self._runners.add(task)
         task.add_done_callback(self._runner_done)

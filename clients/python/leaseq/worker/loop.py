@@ -85,6 +85,11 @@ class Worker(Leasing, Heartbeat, Settling, Execution):
                 await asyncio.wait(self._runners)
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
+            closing = getattr(self.handler, "aclose", None)
+            if closing is not None:  # a handler's own processes (a command's guards)
+                await closing()
+            if self._threads is not None:
+                self._threads.shutdown()
             for signum in signals:
                 loop.remove_signal_handler(signum)
             self.stats.holding(0)
