@@ -104,6 +104,21 @@ def _schema(engine: Engine) -> dict[str, list[dict[str, Any]]]:
         return fingerprint(conn)
 
 
+def _upgrade_adds(
+    url: str, engine: Engine, start: str, to: str, kind: str
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Upgrade from ``start`` to ``to``, checking that it changes nothing but ``kind``
+    (indexes, functions …): the schema at ``start``, and what the upgrade added of ``kind``."""
+    migrate.upgrade(url, start)
+    before = _schema(engine)
+    migrate.upgrade(url, to)
+    after = _schema(engine)
+    assert {k: v for k, v in after.items() if k != kind} == {
+        k: v for k, v in before.items() if k != kind
+    }
+    return before, [item for item in after[kind] if item not in before[kind]]
+
+
 def _frozen_0001() -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = json.loads(SCHEMA_0001.read_text())
     return found
@@ -152,14 +167,7 @@ def test_head_builds_what_the_table_definitions_create(
 def test_0002_adds_its_indexes_and_nothing_else(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
-    migrate.upgrade(empty_database_url, "0001")
-    before = _schema(sync_engine)
-    migrate.upgrade(empty_database_url, "0002")
-    after = _schema(sync_engine)
-    assert {k: v for k, v in after.items() if k != "indexes"} == {
-        k: v for k, v in before.items() if k != "indexes"
-    }
-    added = [i for i in after["indexes"] if i not in before["indexes"]]
+    before, added = _upgrade_adds(empty_database_url, sync_engine, "0001", "0002", "indexes")
     assert {i["name"] for i in added} == INDEXES_0002
     assert all(i["valid"] for i in added)
     by_name = {i["name"]: i["definition"] for i in added}
@@ -300,6 +308,17 @@ def test_0003_lets_finished_leads_keep_their_token_and_downgrades_cleanly(
     with sync_engine.connect() as conn:
         tokens = dict(conn.execute(text("SELECT status, lease_token FROM leads")).all())
     assert tokens == {"queued": None, "leased": "t1", "done": None, "failed": None}
+
+
+def test_0007_adds_the_push_function_and_nothing_else(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """A function only: the tables stay as they are, and the downgrade drops it."""
+    before, added = _upgrade_adds(empty_database_url, sync_engine, "0006", "0007", "functions")
+    assert [function["name"] for function in added] == ["leaseq_push"]
+
+    migrate.downgrade(empty_database_url, "0006")
+    assert _schema(sync_engine) == before
 
 
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:

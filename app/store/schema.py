@@ -29,8 +29,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, make_url
 
-from app.store.statements import OUTCOME_EVENTS, in_list
-from leaseq.limits import SESSION_PATTERN
+from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
+from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
+from leaseq.limits import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_S,
+    MAX_JSON_DEPTH,
+    MAX_KEY_CHARS,
+    SESSION_PATTERN,
+)
 from leaseq.model import FINAL_STATUSES, STATUSES
 
 IDEMPOTENT_VERBS = ("push", "lease")
@@ -261,12 +268,110 @@ TRIGGERS = {
 
 CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
 
-# What metadata.create_all builds besides tables, as the migration does (tests compare both).
+
+# A push of one lead inside the caller's own transaction (revision 0007): what
+# app.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
+# so the lead, its ledger row and its counts commit or roll back with the caller's work.
+# Bad input raises SQLSTATE 22023 (invalid_parameter_value), naming the argument as the API
+# names the field. The payload's size is its jsonb text's (the service's default limit:
+# the function cannot read an API process's LEASEQ_MAX_PAYLOAD_BYTES); its depth is judged
+# by a jsonpath (level 0 is the payload itself, so a container at level MAX_JSON_DEPTH is
+# one too deep). The time is the caller's statement's (now() would be its transaction's
+# start). NOTIFY is delivered at commit, and of identical payloads of one transaction only
+# one: each push of a transaction names how many it has pushed so far (leaseq.pushes, a
+# setting of the transaction), so no payload repeats and the wakes add up to at least the
+# leads that became available.
+PUSH_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION leaseq_push(
+    session text,
+    payload jsonb,
+    priority integer DEFAULT 0,
+    key text DEFAULT NULL,
+    delay_s double precision DEFAULT 0,
+    max_attempts integer DEFAULT NULL
+) RETURNS bigint LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    stamp timestamptz := statement_timestamp();
+    new_id bigint;
+    pushes integer;
+BEGIN
+    IF session IS NULL OR session !~ '{SESSION_PATTERN}' THEN
+        RAISE EXCEPTION 'session: must match {SESSION_PATTERN}'
+            USING ERRCODE = '22023';
+    END IF;
+    IF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
+        RAISE EXCEPTION 'payload: must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(payload::text) > {DEFAULT_MAX_PAYLOAD_BYTES} THEN
+        RAISE EXCEPTION 'payload: must be at most % bytes as JSON text (is %)',
+            {DEFAULT_MAX_PAYLOAD_BYTES}, octet_length(payload::text) USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_path_exists(payload, 'strict $.**{{{MAX_JSON_DEPTH} to last}} ? '
+                                  '(@.type() == "object" || @.type() == "array")') THEN
+        RAISE EXCEPTION 'payload: must not nest arrays and objects deeper than {MAX_JSON_DEPTH}'
+            USING ERRCODE = '22023';
+    END IF;
+    IF priority IS NULL THEN
+        RAISE EXCEPTION 'priority: must be an integer' USING ERRCODE = '22023';
+    END IF;
+    IF key IS NOT NULL AND NOT length(key) BETWEEN 1 AND {MAX_KEY_CHARS} THEN
+        RAISE EXCEPTION 'key: must be a string of 1 to {MAX_KEY_CHARS} characters, or null'
+            USING ERRCODE = '22023';
+    END IF;
+    IF delay_s IS NULL OR NOT (delay_s >= 0 AND delay_s <= {MAX_DELAY_S:.0f}) THEN
+        RAISE EXCEPTION 'delay_s: must be a number of seconds >= 0 and <= {MAX_DELAY_S:.0f}'
+            USING ERRCODE = '22023';
+    END IF;
+    IF max_attempts IS NOT NULL AND NOT max_attempts BETWEEN 1 AND {MAX_ATTEMPTS} THEN
+        RAISE EXCEPTION 'max_attempts: must be an integer from 1 to {MAX_ATTEMPTS}, or null'
+            USING ERRCODE = '22023';
+    END IF;
+    LOOP
+        WITH inserted AS (
+            INSERT INTO leads (id, session, priority, payload, key, max_attempts,
+                               available_at, scheduled, created_at, updated_at)
+            OVERRIDING SYSTEM VALUE
+            VALUES (nextval('leads_id_seq'), leaseq_push.session, leaseq_push.priority,
+                    leaseq_push.payload, leaseq_push.key,
+                    coalesce(leaseq_push.max_attempts, {DEFAULT_MAX_ATTEMPTS}),
+                    stamp + make_interval(secs => leaseq_push.delay_s), leaseq_push.delay_s > 0,
+                    stamp, stamp)
+            ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+            RETURNING id, session, status, attempts, owner
+        ),
+        ledger AS (
+            INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
+            SELECT id, session, 'pushed', status, attempts, owner, stamp FROM inserted
+        )
+        SELECT id INTO new_id FROM inserted;
+        EXIT WHEN new_id IS NOT NULL;
+        -- The key is in the session already: its lead's id, and nothing else is done.
+        SELECT id INTO new_id FROM leads
+        WHERE session = leaseq_push.session AND key = leaseq_push.key;
+        IF new_id IS NOT NULL THEN
+            RETURN new_id;
+        END IF;
+        -- That lead was deleted (pruned) in between: push again.
+    END LOOP;
+    IF delay_s = 0 THEN
+        pushes := coalesce(nullif(current_setting('leaseq.pushes', true), ''), '0')::integer + 1;
+        PERFORM set_config('leaseq.pushes', pushes::text, true);
+        PERFORM pg_notify('{NOTIFY_CHANNEL}', session || ' ' || pushes);
+    END IF;
+    RETURN new_id;
+END
+$$
+"""
+
+# What metadata.create_all builds besides tables, as the migrations do (tests compare both).
 _function = DDL(COUNT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]  # DDL formats %
 event.listen(metadata, "before_create", _function)
 for _name, _when in TRIGGERS.items():
     _trigger = DDL(CREATE_TRIGGER.format(_name, _when))  # type: ignore[no-untyped-call]
     event.listen(leads, "after_create", _trigger)
+_push = DDL(PUSH_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _push)
 
 
 def sqlalchemy_url(url: str) -> URL:

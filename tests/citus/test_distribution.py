@@ -18,6 +18,7 @@ from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster
 from tests.serving import leaseq
+from tests.support import leasing_of
 
 BY_SESSION = {"leads", "lead_events", "lead_counts", "session_settings"}
 # The lease's claim as a router statement takes it: one session, FOR UPDATE SKIP LOCKED.
@@ -115,7 +116,7 @@ async def test_a_single_postgresql_moves_onto_the_cluster(
                 await queue.push(
                     session, [NewLead(payload={"n": n}, key=f"k{n}") for n in range(5)]
                 )
-            [held] = await queue.lease_next("a", "w1")
+            [held] = await leasing_of(queue).lease_next("a", "w1")
             before = {s: await queue.stats(s) for s in ("a", "b", "c")}
         leads_before = _rows(url, "SELECT id, session, status, key FROM leads ORDER BY id")
 

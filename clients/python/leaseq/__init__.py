@@ -2,7 +2,8 @@
 
 Workers and scripts install this alone: ``AsyncClient`` (and its blocking
 twin ``Client``) speaks the REST API, ``Worker`` runs a handler on each lead
-it leases, and the model and errors are the ones the service itself uses.
+it leases, ``push_in`` pushes a lead inside the producer's own database
+transaction, and the model and errors are the ones the service itself uses.
 ``leaseq`` never imports the service.
 
 The public API is what ``__all__`` names, as httpx keeps it: the modules
@@ -39,6 +40,7 @@ from leaseq.model import (
     Status,
     SweepResult,
 )
+from leaseq.transactional import push_in
 from leaseq.worker import (
     Cached,
     CancelToken,
@@ -92,5 +94,6 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "__version__",
+    "push_in",
     "run_worker",
 ]
