@@ -15,8 +15,8 @@ from psycopg import sql as pgsql
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 
-from app import validation
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
+from app.domain import validation
 from app.domain.queue import Queue
 from app.store.pool import Database, libpq_url
 from app.store.schema import sqlalchemy_url

@@ -270,7 +270,7 @@ CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION lease
 
 
 # A push of one lead inside the caller's own transaction (revision 0007): what
-# app.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
+# app.domain.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
 # so the lead, its ledger row and its counts commit or roll back with the caller's work.
 # Bad input raises SQLSTATE 22023 (invalid_parameter_value), naming the argument as the API
 # names the field. The payload's size is its jsonb text's (the service's default limit:
