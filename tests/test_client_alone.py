@@ -112,7 +112,7 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         ).stdout.strip()
     )
     assert site_packages != here
-    link_distributions(closure(["httpx", "typer"]), site_packages)
+    link_distributions(closure(["httpx", "sniffio", "typer"]), site_packages)
     checked = subprocess.run(
         [*pip, "--python", str(python), "check"], capture_output=True, text=True, check=False
     )

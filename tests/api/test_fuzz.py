@@ -39,7 +39,7 @@ import httpx
 import psycopg
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.stateful import initialize, run_state_machine_as_test
 from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
@@ -59,8 +59,12 @@ pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 MAX_EXAMPLES = 25
 STATEFUL_EXAMPLES = 40
+# Without the explain phase: it traces every line of data generation (sys.settrace on
+# Python < 3.12), which made one generated body take minutes on a loaded machine.
+PHASES = [phase for phase in Phase if phase is not Phase.explain]
 # Each generated run: small and derandomized, so CI is stable and quick.
 EXAMPLES = settings(
+    phases=PHASES,
     max_examples=MAX_EXAMPLES,
     derandomize=True,
     deadline=None,
@@ -298,6 +302,7 @@ def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: 
         Workflow,
         settings=settings(
             max_examples=STATEFUL_EXAMPLES,
+            phases=PHASES,
             stateful_step_count=8,
             derandomize=True,
             deadline=None,
