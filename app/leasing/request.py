@@ -26,6 +26,8 @@ class LeaseRequest:
     ``ttl_s`` None: the service's default. ``wait_s`` > 0: held until work
     arrives or it ends. With an ``idempotency_key``, the same request again
     gets the leases the first took (those still valid), never new ones.
+    ``scope``: the session patterns of a scoped token (``app.domain.access``);
+    nothing outside them is leased. None: every session.
     """
 
     session: str | None
@@ -35,6 +37,7 @@ class LeaseRequest:
     ttl_s: float | None = None
     wait_s: float = 0.0
     idempotency_key: str | None = None
+    scope: tuple[str, ...] | None = None
 
     @classmethod
     def checked(

@@ -15,6 +15,7 @@ from leaseq._wire import RetryPolicy
 from leaseq.errors import (
     ApiError,
     Conflict,
+    Forbidden,
     InvalidInput,
     LeaseLost,
     LeaseqError,
@@ -68,6 +69,7 @@ __all__ = [
     "Conflict",
     "Counts",
     "FinalStatus",
+    "Forbidden",
     "HandlerCancelled",
     "HandlerUnusable",
     "InvalidInput",
