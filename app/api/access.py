@@ -17,7 +17,7 @@ changing one (renew, complete, release, cancel, retry) answers 403.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from fastapi import Request
@@ -64,12 +64,19 @@ class Access:
         return principal
 
 
-# The routes FastAPI declares itself (the API's description and its page): any valid token.
+# The routes FastAPI declares itself (the API's description and its page, ``app.api.app``):
+# any valid token.
 FRAMEWORK = Access(Action.AUTHENTICATED, Where.NONE)
+FRAMEWORK_PATHS = frozenset(
+    {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/docs/assets"}
+)
 
 
 def declared(route: object) -> Access | None:
-    """A route's declaration, found among its dependencies (None: it has none)."""
+    """A route's declaration: found among its dependencies, ``FRAMEWORK`` for FastAPI's own
+    routes; None when it has none."""
+    if getattr(route, "path", None) in FRAMEWORK_PATHS:
+        return FRAMEWORK
     dependant = getattr(route, "dependant", None)
     stack = list(getattr(dependant, "dependencies", []))
     while stack:
@@ -78,6 +85,23 @@ def declared(route: object) -> Access | None:
             return dependency.call
         stack.extend(dependency.dependencies)
     return None
+
+
+def every_route(routes: Iterable[object]) -> Iterator[object]:
+    """Every route of a route table, those of included routers too."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from every_route(included.routes)
+        else:
+            yield route
+
+
+def check_declared(routes: Iterable[object]) -> None:
+    """Raise ValueError for a route that declares no role and scope (at the app's build)."""
+    for route in every_route(routes):
+        if getattr(route, "dependant", None) is not None and declared(route) is None:
+            raise ValueError(f"route {getattr(route, 'path', route)} declares no Access")
 
 
 def sessions_named(principal: Principal, sessions: Iterable[str]) -> None:

@@ -30,7 +30,7 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import links, problems, routes, token_routes
+from app.api import access, links, problems, routes, token_routes
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(routes.router, dependencies=guarded)
     app.include_router(token_routes.router, dependencies=guarded)
     app.include_router(routes.probes)
+    access.check_declared(app.routes)  # every route has a role and a scope
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:
