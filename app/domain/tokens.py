@@ -162,6 +162,7 @@ class Tokens:
         rows = await self.db.rows(statements.revoke(), {"name": access.check_token_name(name)})
         if not rows:
             raise NotFound(f"no live token named {name}")
+        self.changed(rows[0]["hash"])  # this process at once, the others by the NOTIFY
         return _info(rows[0])
 
     # -- the audit trail ---------------------------------------------------------

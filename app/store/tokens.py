@@ -69,7 +69,7 @@ WITH revoked AS (
     WHERE name = %(name)s AND revoked_at IS NULL
     RETURNING {TOKEN_COLUMNS}, hash
 )
-SELECT {TOKEN_COLUMNS},
+SELECT {TOKEN_COLUMNS}, hash,
        (SELECT count(pg_notify('{TOKENS_CHANNEL}', r.hash)) FROM revoked AS r) AS notified
 FROM revoked
 """
