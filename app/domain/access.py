@@ -70,7 +70,7 @@ ROLE_ACTIONS: dict[str, frozenset[Action]] = {
 def check_role(value: object) -> str:
     """A role name. Raises InvalidInput."""
     if not isinstance(value, str) or value not in ROLES:
-        raise InvalidInput("role", f"role: must be one of {', '.join(ROLES)}")
+        raise InvalidInput("role", f"must be one of {', '.join(ROLES)}")
     return value
 
 
@@ -79,8 +79,7 @@ def check_pattern(value: object) -> str:
     InvalidInput (a ``*`` elsewhere, an empty pattern, a character no name may hold)."""
     if not isinstance(value, str) or _PATTERN.fullmatch(value) is None:
         raise InvalidInput(
-            "sessions",
-            "sessions: a session name, optionally ending in * (tenant-a, tenant-a:*), or *",
+            "sessions", "a session name, optionally ending in * (tenant-a, tenant-a:*), or *"
         )
     return value
 
@@ -89,7 +88,7 @@ def check_token_name(value: object) -> str:
     """A token's name: the characters of a session name. Raises InvalidInput."""
     if not isinstance(value, str) or _TOKEN_NAME.fullmatch(value) is None:
         raise InvalidInput(
-            "name", f"name: 1 to {MAX_SESSION_CHARS} of A-Z a-z 0-9 . _ : - (not first: . _ : -)"
+            "name", f"1 to {MAX_SESSION_CHARS} of A-Z a-z 0-9 . _ : - (not first: . _ : -)"
         )
     return value
 

@@ -75,9 +75,9 @@ def check_expires(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise InvalidInput("expires_s", "expires_s: a number of seconds")
+        raise InvalidInput("expires_s", "a number of seconds")
     if not 1 <= value <= MAX_EXPIRES_S:
-        raise InvalidInput("expires_s", f"expires_s: from 1 to {MAX_EXPIRES_S:.0f} seconds")
+        raise InvalidInput("expires_s", f"from 1 to {MAX_EXPIRES_S:.0f} seconds")
     return float(value)
 
 
@@ -150,7 +150,7 @@ class Tokens:
         secret = access.new_secret()
         rows = await self.db.rows(statements.create(), {**params, "hash": access.digest(secret)})
         if not rows:
-            raise InvalidInput("name", f"name: a token named {name} exists; revoke it first")
+            raise InvalidInput("name", f"a live token is named {name}; revoke it first")
         return Created(secret, _info(rows[0]))
 
     async def listing(self) -> list[TokenInfo]:

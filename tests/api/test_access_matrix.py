@@ -1,4 +1,4 @@
-"""Every route × every role × in and out of scope, generated from the route table.
+"""Every route, for every role, in and out of scope, generated from the route table.
 
 A route without a declaration (``app.api.access.Access``) fails
 ``test_every_route_declares_its_role_and_scope``; a route without a sample
@@ -92,7 +92,9 @@ async def world(serve: Serve) -> AsyncIterator[World]:
         leads = {}
         for session in (IN, OUT):
             pushed = await client.post(
-                f"/sessions/{session}/leads", json={"leads": [{"payload": {}}]}, headers=bearer(BOOT)
+                f"/sessions/{session}/leads",
+                json={"leads": [{"payload": {}}]},
+                headers=bearer(BOOT),
             )
             leads[session] = pushed.json()["ids"][0]
         yield World(client, made, leads)

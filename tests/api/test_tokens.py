@@ -90,11 +90,13 @@ async def test_a_duplicate_name_is_refused_until_its_token_is_revoked(
 ) -> None:
     first = await create(api, role="worker", sessions="a", name="w")
     assert first.status_code == 201, first.text
-    shapes.problem(await create(api, role="reader", sessions="b", name="w"), 422, "validation_error")
+    shapes.problem(
+        await create(api, role="reader", sessions="b", name="w"), 422, "validation_error"
+    )
     assert await live_tokens(api) == 1
     assert (await api.delete("/tokens/w", headers=bearer(BOOT))).status_code == 200
-    again = await create(api, role="reader", sessions="b", name="w")
-    assert again.status_code == 201, again.text
+    third = await create(api, role="reader", sessions="b", name="w")
+    assert third.status_code == 201, third.text
     shapes.problem(await api.delete("/tokens/nobody", headers=bearer(BOOT)), 404, "not_found")
     shapes.problem(await api.delete("/tokens/a%20b", headers=bearer(BOOT)), 422, "validation_error")
 

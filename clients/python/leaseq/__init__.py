@@ -26,6 +26,7 @@ from leaseq.errors import (
 )
 from leaseq.model import (
     AllCounts,
+    ApiToken,
     CompleteItem,
     Counts,
     FinalStatus,
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AllCounts",
     "ApiError",
+    "ApiToken",
     "AsyncClient",
     "Cached",
     "CancelToken",
