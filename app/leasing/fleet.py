@@ -32,6 +32,10 @@ outage) is skipped too, logged once per failure, and tried again after
 ``FAILED_RETRY_S``: one session's rows never fail a lease of the others. An
 outage (``Unavailable``) is every session's, and goes to the caller.
 
+A scoped token's lease (``LeaseRequest.scope``) picks only among the
+sessions its patterns cover, and one session's lease refuses any other
+(``app.leasing.session``): the statement only ever names one of them.
+
 All of this is per API process, and only steers: fairness, never
 correctness. Every lease is the queue's guarded statement; a session the view
 missed is found at its next read. Several processes each share their own

@@ -37,7 +37,7 @@ def test_the_dashboard_shows_a_scoped_token_its_own_and_buttons_only_to_an_opera
                 f"/sessions/{session}/leads", json={"leads": [{"payload": {}}] * 2}
             ).is_success
             leases = http.post("/lease", json={"session": session, "owner": "w", "max": 2})
-            [held, failing] = leases.json()["leases"]
+            [_held, failing] = leases.json()["leases"]
             done = {"lead_id": failing["lead"]["id"], "token": failing["token"], "status": "failed"}
             assert http.post("/complete", json=done).is_success
         made = {
