@@ -107,7 +107,13 @@ SearchQuery = Annotated[
 # Every route reads its body through the front door (one parser, one set of limits).
 router = APIRouter(route_class=FrontDoorRoute)
 # What any route that reads a JSON body may answer besides its own refusals.
-BODY_PROBLEMS = ("unsupported_media_type", "validation_error", "payload_too_large", "unavailable")
+BODY_PROBLEMS = (
+    "forbidden",
+    "unsupported_media_type",
+    "validation_error",
+    "payload_too_large",
+    "unavailable",
+)
 probes = APIRouter(tags=["probes"], route_class=FrontDoorRoute)
 
 # The shell may not be framed (clickjacking of its cancel and retry buttons).
@@ -387,7 +393,7 @@ async def sweep(body: SweepIn, runtime: RuntimeDep, principal: Sweeping) -> Swee
 @router.get(
     "/sessions/{session}/stats",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def session_stats(
     session: SessionPath, queue: QueueDep, principal: ReadingSession
@@ -398,7 +404,7 @@ async def session_stats(
     return CountsOut.of(await queue.stats(session))
 
 
-@router.get("/stats", tags=["operators"], responses=responses("unavailable"))
+@router.get("/stats", tags=["operators"], responses=responses("forbidden", "unavailable"))
 async def stats(queue: QueueDep, principal: ReadingOwn) -> AllStatsOut:
     """Lead counts per session, and their total; each with `oldest_available_age_s`. A scoped
     token sees only its own sessions, and their total."""
@@ -419,7 +425,7 @@ def own_counts(principal: Principal, counts: AllCounts) -> AllCounts:
 @router.get(
     "/sessions/{session}/settings",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def get_settings(
     session: SessionPath, queue: QueueDep, principal: ObservingSession
@@ -450,7 +456,7 @@ async def put_settings(
 @router.get(
     "/sessions/{session}/report",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def session_report(
     session: SessionPath, queue: QueueDep, principal: ObservingSession
@@ -463,7 +469,7 @@ async def session_report(
 @router.get(
     "/leads/{lead_id}",
     tags=["operators"],
-    responses=responses("not_found", "validation_error", "unavailable"),
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
 )
 async def get_lead(lead_id: LeadIdPath, queue: QueueDep, principal: ReadingLead) -> LeadOut:
     """One lead (its lease token is never shown); 404 for a lead of a session not the token's,
@@ -503,7 +509,7 @@ async def retry(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLe
 @router.get(
     "/leads/{lead_id}/events",
     tags=["operators"],
-    responses=responses("not_found", "validation_error", "unavailable"),
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
 )
 async def lead_events(
     lead_id: LeadIdPath, queue: QueueDep, principal: ReadingLead
@@ -536,7 +542,9 @@ async def retry_failed(
     return RetriedOut(requeued=requeued)
 
 
-@router.get("/metrics", tags=["operators"], response_class=Response)
+@router.get(
+    "/metrics", tags=["operators"], response_class=Response, responses=responses("forbidden")
+)
 async def prometheus_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
     """Prometheus text format: the counters of every server process, and lead counts read
     from the database now (left out while it does not answer); for a scoped token, the
@@ -556,7 +564,9 @@ async def operator_dashboard(principal: Public) -> HTMLResponse:
 
 
 @router.get(
-    "/dashboard/data", tags=["operators"], responses=responses("validation_error", "unavailable")
+    "/dashboard/data",
+    tags=["operators"],
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def operator_dashboard_data(
     queue: QueueDep, principal: ObservingOwn, search: SearchQuery = None

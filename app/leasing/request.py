@@ -73,8 +73,12 @@ class LeaseRequest:
 
     def stands_for(self, ttl_s: float) -> dict[str, Any]:
         """What an idempotency key names (``ttl_s``: the ttl granted). Across sessions, the
-        sessions asked, not the one chosen, and the ttl as asked."""
+        sessions asked, not the one chosen, and the ttl as asked. A scoped token's request
+        names its scope too: another token's key never hands it leases of another scope."""
+        scope = {} if self.scope is None else {"scope": list(self.scope)}
         if self.session is not None:
-            return {"session": self.session, "owner": self.owner, "max": self.max, "ttl_s": ttl_s}
+            one = {"session": self.session, "owner": self.owner, "max": self.max, "ttl_s": ttl_s}
+            return {**one, **scope}
         listed = None if self.sessions is None else sorted(self.sessions)
-        return {"sessions": listed, "owner": self.owner, "max": self.max, "ttl_s": self.ttl_s}
+        many = {"sessions": listed, "owner": self.owner, "max": self.max, "ttl_s": self.ttl_s}
+        return {**many, **scope}

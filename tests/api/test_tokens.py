@@ -221,3 +221,18 @@ async def test_a_scoped_token_sees_only_its_sessions_counted(api: httpx.AsyncCli
     assert data["access"] == {"token": "r", "role": "reader", "sessions": "a*", "operate": False}
     metrics = (await api.get("/metrics", headers=bearer(reader))).text
     assert 'session="a1"' in metrics and 'session="b1"' not in metrics
+
+
+async def test_another_tenants_idempotency_key_hands_over_no_lease(api: httpx.AsyncClient) -> None:
+    tokens = runtime_of(api).tokens
+    a = (await tokens.create("a-workers", "worker", "a*")).token
+    b = (await tokens.create("b-workers", "worker", "b*")).token
+    await push(api, "a1")
+    await push(api, "b1")
+    key = {"Idempotency-Key": "shared-key-1"}
+    first = await api.post("/lease", json={"owner": "w"}, headers={**bearer(a), **key})
+    assert [lease["lead"]["session"] for lease in first.json()["leases"]] == ["a1"]
+    again = await api.post("/lease", json={"owner": "w"}, headers={**bearer(b), **key})
+    shapes.problem(again, 422, "validation_error")
+    mine = await api.post("/lease", json={"owner": "w"}, headers={**bearer(a), **key})
+    assert mine.json()["leases"] == first.json()["leases"]
