@@ -10,7 +10,6 @@ Every change is in the audit trail, by the name of the token that made it.
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 from typing import Annotated, cast
 
@@ -87,8 +86,7 @@ def _out(info: TokenInfo) -> TokenOut:
 async def create_token(body: TokenIn, tokens: TokensDep, principal: Managing) -> CreatedOut:
     """Create a scoped token; the answer holds it, once. 422 for a malformed pattern, an
     unknown role, or a name a live token has."""
-    name = body.name if body.name is not None else f"{body.role}-{secrets.token_hex(4)}"
-    created = await tokens.create(name, body.role, body.sessions, body.expires_s)
+    created = await tokens.create(body.name, body.role, body.sessions, body.expires_s)
     await tokens.audit(
         principal,
         "token-create",

@@ -25,6 +25,7 @@ Knows nothing of HTTP.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -139,11 +140,15 @@ class Tokens:
     async def create(
         self, name: object, role: object, sessions: object, expires_s: object = None
     ) -> Created:
-        """A new token: its secret is answered once, only its hash is stored. Raises
-        InvalidInput (a bad name, role, pattern or expiry; a live token of that name)."""
+        """A new token: its secret is answered once, only its hash is stored; ``name`` None:
+        one is made up (``worker-1f2e3d4c``). Raises InvalidInput (a bad name, role, pattern
+        or expiry; a live token of that name)."""
+        role = access.check_role(role)
+        if name is None:
+            name = f"{role}-{secrets.token_hex(4)}"
         params = {
             "name": access.check_token_name(name),
-            "role": access.check_role(role),
+            "role": role,
             "sessions": access.check_pattern(sessions),
             "expires_s": check_expires(expires_s),
         }
