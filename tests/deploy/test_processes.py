@@ -23,7 +23,7 @@ import pytest
 
 from app.store.pool import libpq_url
 from tests.api.test_metrics import samples, value
-from tests.serving import Service, Services
+from tests.support.serving import Service, Services
 
 pytestmark = pytest.mark.service
 

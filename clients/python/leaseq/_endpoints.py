@@ -1,4 +1,4 @@
-"""Every endpoint of the REST API (SPEC.md), stated once for both clients.
+"""Every endpoint of the REST API (docs/contract.md#routes-at-a-glance), once for both clients.
 
 Each is an ``Exchange`` (``leaseq._wire``): it builds its calls, yields them
 and parses their answers, knowing nothing of how they travel. ``@endpoint``

@@ -6,7 +6,7 @@ A line is a lead: a JSON object with ``payload`` and only a lead's fields
 Anything else is a ``BadLine`` that names the line and says why; nothing
 decides between the two by looking at the line. Blank lines are skipped.
 
-A payload is a JSON object, as SPEC's push and ``NewLead`` have it. What
+A payload is a JSON object, as push (docs/contract.md#push) and ``NewLead`` have it. What
 only the service can judge (its ``LEASEQ_MAX_PAYLOAD_BYTES``) is left to it.
 """
 
