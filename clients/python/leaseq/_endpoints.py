@@ -7,9 +7,8 @@ awaited, with the same parameters and docstring: the two clients cannot
 drift apart, because there is only one of each method to keep.
 
 Every method raises the ``leaseq.errors`` exception of the answer's ``code``
-(``LeaseLost``, ``NotFound``, ``InvalidInput``, ``Conflict``,
-``Unavailable``), ``Unauthorized`` / ``PayloadTooLarge`` / ``ApiError``
-otherwise, and ``Unavailable`` when the service cannot be reached after the
+(one class per code of docs/contract.md#error-codes; ``ApiError`` for any
+other), and ``Unavailable`` when the service cannot be reached after the
 retries of the client's ``retry_policy``.
 """
 
