@@ -1,10 +1,14 @@
-"""Every ``docs/<file>.md#anchor`` the code, the tests and the documents cite names a heading.
+"""What the code, the tests and the documents cite exists: anchors, test files, test modules.
 
 docs/contract.md promises that its headings are anchors and that none is renamed once
 published; this holds the citing side to it. Code, tests and documents cite as
 ``docs/contract.md#invariant-7``; the documents also link as Markdown does,
 ``[…](contract.md#fleets)`` relative to themselves, or ``[…](#fleets)`` within one file.
 Anchors are GitHub's: the heading in lower case, without punctuation, spaces as hyphens.
+
+Tests are cited by path (``tests/integration/test_queue.py::test_…``) and by module
+(``tests.support.serving``, ``python -m tests.chaos.chaos_worker``): each names a file
+that is there, so a test moved to another tier leaves no citation behind.
 """
 
 from __future__ import annotations
@@ -114,3 +118,55 @@ def test_a_missing_anchor_is_found(tmp_path: Path) -> None:
     assert anchors(document) == {"title", "two-words"}
     [(target, anchor, _)] = citations(document)
     assert (target, anchor) == (document, "nowhere")
+
+
+TEST_PATH = re.compile(r"\btests/[\w/]+\.py\b")
+TEST_MODULE = re.compile(r"\btests(?:\.\w+)+")
+
+
+def module_exists(dotted: str) -> bool:
+    """``tests.a.b``: a module, a package, or a name inside a module (never a missing module
+    inside a package)."""
+    parts = dotted.split(".")
+    path = ROOT
+    for part in parts:
+        if (path / f"{part}.py").is_file():
+            return True  # what follows are names inside the module
+        path = path / part
+        if not path.is_dir():
+            return False
+    return (path / "__init__.py").is_file()
+
+
+def test_every_cited_test_file_and_module_exists() -> None:
+    missing = []
+    for path in sources():
+        if path == Path(__file__).resolve():
+            continue  # its examples of missing ones
+        text = path.read_text(errors="replace")
+        missing += [
+            f"{path.relative_to(ROOT)}: {cited}"
+            for cited in TEST_PATH.findall(text)
+            if not (ROOT / cited).is_file()
+        ]
+        missing += [
+            f"{path.relative_to(ROOT)}: {cited}"
+            for cited in TEST_MODULE.findall(text)
+            if not module_exists(cited)
+        ]
+    assert missing == [], "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    ("dotted", "exists"),
+    [
+        ("tests.support.serving", True),
+        ("tests.support.serving.Services", True),
+        ("tests.support", True),
+        ("tests.serving", False),
+        ("tests.api.proxy", False),
+        ("tests.test_queue", False),
+    ],
+)
+def test_a_module_is_found_or_missed(dotted: str, exists: bool) -> None:
+    assert module_exists(dotted) is exists
