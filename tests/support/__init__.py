@@ -1,4 +1,12 @@
-"""Helpers the queue tests share: an injected clock and readers of the raw tables."""
+"""What more than one test tier uses; here, the queue tests' clock and readers of the raw tables.
+
+The modules beside it: ``serving`` (``leaseq serve`` as processes), ``in_process`` (the
+app served in-process), ``worker_support`` and ``handle_lead`` (workers and their
+handlers), ``proxy`` and ``lossy_proxy`` (connections cut or answers lost),
+``http_wire`` (raw HTTP on a socket), ``browser`` and ``system`` (Chromium, PgBouncer, Citus:
+found, or the test skips), ``schema_catalog`` and ``fixtures/`` (the
+migrations' catalog snapshots).
+"""
 
 from __future__ import annotations
 
