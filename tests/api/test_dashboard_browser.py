@@ -25,8 +25,8 @@ import pytest
 from app.service.maintenance import AUTOVACUUM_OFF
 from app.store.pool import libpq_url
 from tests.api.test_api_docs import ELSEWHERE
-from tests.deploy.test_autovacuum import autovacuum_on
 from tests.support.browser import WAIT_MS, requests_of
+from tests.support.scrapes import autovacuum_on
 from tests.support.serving import ROOT, Services
 
 pytestmark = pytest.mark.service

@@ -14,9 +14,9 @@ import pytest
 
 from app.store.pool import libpq_url
 from tests.api import shapes
-from tests.api.test_metrics import samples, value
 from tests.support import CONNECTION_LOST, UNSERVABLE, unservable
 from tests.support.in_process import listening, until, waiters
+from tests.support.scrapes import samples, value
 from tests.support.serving import Service
 
 SETTINGS = {"weight": 1.0, "max_leased": None, "rate_per_s": None, "burst": None}

@@ -30,17 +30,10 @@ from app.service.runtime import Runtime
 from app.store import embedded, migrate
 from app.store.pool import libpq_url
 from tests.support.in_process import serving
+from tests.support.scrapes import autovacuum_on
 from tests.support.serving import Services
 
 RELOAD_TIMEOUT_S = 5.0
-
-
-def autovacuum_on(url: str) -> bool:
-    """What the server says, read on a connection of its own."""
-    with psycopg.connect(libpq_url(url)) as conn:
-        row = conn.execute("SHOW autovacuum").fetchone()
-    assert row is not None and row[0] in ("on", "off")
-    return bool(row[0] == "on")
 
 
 def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 
 from app.store.pool import libpq_url
-from tests.api.test_metrics import samples, value
+from tests.support.scrapes import samples, value
 from tests.support.serving import Service, Services
 
 pytestmark = pytest.mark.service

@@ -22,7 +22,14 @@ import pytest
 
 from app.store import embedded
 from app.store.pool import libpq_url
-from tests.support.serving import Service, Services, leaseq, postgres_running, stop_postgres
+from tests.support.serving import (
+    Service,
+    Services,
+    leaseq,
+    postgres_running,
+    stop_postgres,
+    until,
+)
 
 pytestmark = pytest.mark.service
 
@@ -46,16 +53,6 @@ def lease(http: httpx.Client, **body: Any) -> list[dict[str, Any]]:
     assert answer.status_code == 200, answer.text
     leases: list[dict[str, Any]] = answer.json()["leases"]
     return leases
-
-
-def until(condition: Any, timeout_s: float, what: str) -> Any:
-    """Poll ``condition()`` until it is truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
 # -- recovery and several servers ---------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.test_metrics import samples, value
+from tests.support.scrapes import samples, value
 from tests.support.serving import Services
 
 pytestmark = pytest.mark.service

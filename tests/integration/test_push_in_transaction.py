@@ -24,9 +24,8 @@ from app.store.statements import NOTIFY_CHANNEL
 from leaseq import InvalidInput, push_in
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_DELAY_S, MAX_JSON_DEPTH, MAX_KEY_CHARS
 from leaseq.model import Counts
-from tests.deploy.test_serve import until
 from tests.support import TICK, events, fetch, leasing_of, row
-from tests.support.serving import Services
+from tests.support.serving import Services, until
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 

@@ -29,6 +29,16 @@ STOP_TIMEOUT_S = 20.0
 CLI_TIMEOUT_S = 60.0
 
 
+def until(condition: Any, timeout_s: float, what: str) -> Any:
+    """Poll ``condition()`` until it is truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
