@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.support.scrapes import samples, value
-from tests.support.serving import Services
+from tests.support.serving import Services, until
 
 pytestmark = pytest.mark.service
 
@@ -23,6 +23,8 @@ def test_two_worker_processes_count_together(
     temp.mkdir()
     service = services.start("--workers", "2", database_url=database_url, env={"TMPDIR": str(temp)})
     [metrics_dir] = temp.glob("leaseq-metrics-*")
+    # The service answers once one process is up; the second may still be opening its pool.
+    until(lambda: _pool_size(service.url) == 2 * 10, 30, "both processes' pools in the gauge")
     pushed = httpx.post(
         f"{service.url}/sessions/s/leads",
         json={"leads": [{"payload": {"i": i}} for i in range(LEASES)]},
@@ -49,3 +51,8 @@ def test_two_worker_processes_count_together(
     while metrics_dir.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not metrics_dir.exists()
+
+
+def _pool_size(url: str) -> float:
+    found = samples(httpx.get(f"{url}/metrics", timeout=10).text)
+    return value(found, "leaseq_db_pool_connections", state="size")
