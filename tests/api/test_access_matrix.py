@@ -23,7 +23,7 @@ from app.api import access
 from app.api.access import Where
 from app.domain.access import ROLES, Action, Principal
 from tests.api import shapes
-from tests.api.conftest import Serve, runtime_of
+from tests.support.in_process import Serve, runtime_of
 
 BOOT = "boot-token"
 IN, OUT = "a-1", "b-1"  # sessions: the scoped tokens' pattern is a-*

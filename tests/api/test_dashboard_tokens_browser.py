@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser import WAIT_MS
-from tests.serving import Services
+from tests.support.browser import WAIT_MS
+from tests.support.serving import Services
 
 pytestmark = pytest.mark.service
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.api.conftest import Serve, runtime_of
+from tests.support.in_process import Serve, runtime_of
 
 BOOT = "boot-token"
 TENANTS = {"tenant-a": ["tenant-a:1", "tenant-a:2"], "tenant-b": ["tenant-b:1", "tenant-b:2"]}

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app.domain.tokens import RECHECK_S
-from tests.serving import Service, Services
+from tests.support.serving import Service, Services
 
 pytestmark = pytest.mark.service
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.api import shapes
-from tests.api.conftest import Serve, runtime_of
+from tests.support.in_process import Serve, runtime_of
 
 BOOT = "boot-token"
 

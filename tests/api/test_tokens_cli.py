@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from tests.serving import Services, leaseq
+from tests.support.serving import Services, leaseq
 
 pytestmark = pytest.mark.service
 
