@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         default="", description="Comma-separated bearer tokens; empty means no auth."
     )
+    token_recheck_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description=(
+            "Seconds a process trusts a scoped token it checked before reading it again: the "
+            "longest a revocation whose NOTIFY was lost takes to bind (docs/security.md)."
+        ),
+    )
     allowed_hosts: str = Field(
         default="",
         description=(

@@ -15,6 +15,7 @@ of the ledger. With the ledger off the chart stays flat.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -99,11 +100,15 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
     )
 
 
-async def snapshot(queue: Queue, search: str | None = None) -> Snapshot:
+async def snapshot(
+    queue: Queue, search: str | None = None, *, visible: Callable[[str], bool] | None = None
+) -> Snapshot:
     """What the dashboard shows now. Raises Unavailable when the database does not answer.
 
     With ``search``, only the sessions whose name holds it (in any case) are listed; the
-    total still counts every session.
+    total still counts every session. With ``visible`` (a scoped token's sessions), nothing
+    of any other session is shown or counted, not even in the total; the expiring leases
+    and latest failures are then those of the visible sessions among the latest read.
     """
     (
         now,
@@ -124,6 +129,10 @@ async def snapshot(queue: Queue, search: str | None = None) -> Snapshot:
         completed.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["completed"])
         wasted.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["wasted"])
     names = set(counts) | set(completed) | set(settings)
+    if visible is not None:
+        names = {name for name in names if visible(name)}
+        expiring_rows = [row for row in expiring_rows if visible(row["session"])]
+        failure_rows = [row for row in failure_rows if visible(row["session"])]
     views = [
         SessionView(
             name,

@@ -25,6 +25,7 @@ from typing import Any
 
 from app import metrics
 from app.domain import idempotency
+from app.domain.access import in_scope
 from app.domain.queue import MAX_GROUP_ITEMS, Queue, lead_of
 from app.leasing.request import LeaseRequest
 from app.store import statements
@@ -108,7 +109,10 @@ class SessionLeases:
     ) -> Leased:
         """Lease up to ``request.max`` leads of ``session``, highest priority then oldest,
         saying what held the session back (its cap, its rate). ``now`` replaces the
-        database clock (tests); production passes None."""
+        database clock (tests); production passes None. A session outside the request's
+        ``scope`` (a scoped token's patterns) is never leased: no statement runs."""
+        if not in_scope(request.scope, session):
+            return Leased()
         ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
         tokens = [new_token() for _ in range(request.max)]
         params = {

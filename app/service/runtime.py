@@ -29,6 +29,7 @@ from typing import Any
 from app import metrics
 from app.config import Settings
 from app.domain.queue import Queue
+from app.domain.tokens import Tokens
 from app.leasing.entry import Leasing
 from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
 from app.store.listener import Listener
@@ -46,6 +47,7 @@ class Runtime:
     listener: Listener
     recovery: Recovery
     readiness: Readiness
+    tokens: Tokens
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -72,8 +74,11 @@ class Runtime:
             connect_timeout_s=settings.connect_timeout_s,
         )
         leasing.listen(listener)
+        tokens = Tokens(db, recheck_s=settings.token_recheck_s)
+        listener.on_token_revoked = tokens.changed
         recovery = Recovery(queue)
-        return cls(settings, db, queue, leasing, listener, recovery, Readiness(db, recovery))
+        readiness = Readiness(db, recovery)
+        return cls(settings, db, queue, leasing, listener, recovery, readiness, tokens)
 
     async def start(self) -> None:
         self._chain_shutdown_signals()

@@ -11,6 +11,11 @@ pooled connection to lease again (the long poll: ``app.leasing.long_poll``).
 Each notification is also handed to ``on_work`` (the fleet's view of which
 sessions have work) before anyone is woken.
 
+The same connection LISTENs on ``app.store.tokens.TOKENS_CHANNEL`` too: a
+revoked token's hash goes to ``on_token_revoked`` (the process's token cache),
+and each (re)connect calls ``on_token_revoked(None)``: forget every token, one
+revocation may have been missed while away.
+
 Notifications are a hint, never needed for correctness: a waiter also wakes
 every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
 and a delayed push sends none when it becomes available), and the listener
@@ -41,6 +46,7 @@ from psycopg.conninfo import make_conninfo
 from app import metrics
 from app.store.pool import libpq_url
 from app.store.statements import NOTIFY_CHANNEL
+from app.store.tokens import TOKENS_CHANNEL
 from leaseq.errors import Unavailable, first_line
 
 log = logging.getLogger("leaseq.listener")
@@ -112,6 +118,7 @@ class Listener:
         self.poll_interval_s = poll_interval_s
         self.connect_timeout_s = connect_timeout_s
         self.on_work = on_work
+        self.on_token_revoked: Callable[[str | None], None] | None = None
         self._slots: dict[str, list[Waiter]] = {}
         self._anywhere: list[Waiter] = []  # waiting on any session
         self._waiters = 0
@@ -204,7 +211,10 @@ class Listener:
                 try:
                     async with asyncio.timeout(self.connect_timeout_s):
                         await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        await conn.execute(f"LISTEN {TOKENS_CHANNEL}")
                     self.connected = True
+                    if self.on_token_revoked is not None:
+                        self.on_token_revoked(None)
                     backoff = BACKOFF_FIRST_S
                     log.info("listening on %s", NOTIFY_CHANNEL)
                     self.wake_all()  # whatever was pushed while we were away
@@ -225,6 +235,10 @@ class Listener:
         while not self.closed:
             async with contextlib.aclosing(conn.notifies(timeout=IDLE_CHECK_S)) as notifies:
                 async for notify in notifies:
-                    self.notified(notify.payload)
+                    if notify.channel == TOKENS_CHANNEL:
+                        if self.on_token_revoked is not None:
+                            self.on_token_revoked(notify.payload)
+                    else:
+                        self.notified(notify.payload)
             async with asyncio.timeout(self.connect_timeout_s):
                 await conn.execute("SELECT 1")  # a silently dead connection fails here

@@ -23,6 +23,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     event,
     text,
 )
@@ -37,6 +38,9 @@ from leaseq.limits import (
     MAX_JSON_DEPTH,
     MAX_KEY_CHARS,
     SESSION_PATTERN,
+    SESSION_SCOPE_PATTERN,
+    TOKEN_NAME_PATTERN,
+    TOKEN_ROLES,
 )
 from leaseq.model import FINAL_STATUSES, STATUSES
 
@@ -220,6 +224,43 @@ lead_counts = Table(
     Column("slot", Integer, nullable=False),
     Column("n", BigInteger, nullable=False),
     PrimaryKeyConstraint("session", "status", "slot", name="lead_counts_pkey"),
+)
+
+
+# Scoped API tokens: a name, a role, a session pattern and the token's SHA-256, never the
+# token (revision 0008; app.store.tokens). A live token's name is unique; a revoked one's
+# row stays for the audit.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("sessions", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(f"name ~ '{TOKEN_NAME_PATTERN}'", name="api_tokens_name_valid"),
+    CheckConstraint(_in("role", TOKEN_ROLES), name="api_tokens_role_valid"),
+    CheckConstraint(f"sessions ~ '{SESSION_SCOPE_PATTERN}'", name="api_tokens_sessions_valid"),
+    UniqueConstraint("hash", name="api_tokens_hash_key"),
+    Index("api_tokens_live_name", "name", unique=True, postgresql_where=text("revoked_at IS NULL")),
+)
+
+# Which token (by name) took each operator action, by the database clock (revision 0008).
+operator_actions = Table(
+    "operator_actions",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("token", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("session", Text, nullable=True),
+    Column("lead_id", BigInteger, nullable=True),
+    Column("detail", JSONB, nullable=True),
+    Index("operator_actions_at", "at"),
 )
 
 

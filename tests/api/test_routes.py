@@ -553,6 +553,9 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/metrics",
         "/dashboard",
         "/dashboard/data",
+        "/tokens",
+        "/tokens/{name}",
+        "/tokens/self",
     }
     lease_in = spec["components"]["schemas"]["LeaseIn"]["properties"]
     assert (lease_in["max"]["minimum"], lease_in["max"]["maximum"]) == (1, 100)

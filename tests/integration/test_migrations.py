@@ -26,6 +26,7 @@ from app.store import migrate
 from app.store.pool import Database, libpq_url
 from app.store.schema import (
     LEADS_STORAGE,
+    api_tokens,
     idempotency_keys,
     lead_events,
     leads,
@@ -80,12 +81,12 @@ def test_upgrade_builds_exactly_the_table_definitions(
 
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
-    tables.add("alembic_version")
+    tables |= {"api_tokens", "operator_actions", "alembic_version"}
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
     # What autogenerate does not compare: check constraints and index predicates.
-    for table in (leads, lead_events, idempotency_keys, session_settings):
+    for table in (leads, lead_events, idempotency_keys, session_settings, api_tokens):
         declared = {c.name for c in table.constraints if isinstance(c, CheckConstraint)}
         found = {name for name, kind in _constraints(sync_engine, table.name) if kind == "c"}
         assert found == declared

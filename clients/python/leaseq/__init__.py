@@ -15,6 +15,7 @@ from leaseq._wire import RetryPolicy
 from leaseq.errors import (
     ApiError,
     Conflict,
+    Forbidden,
     InvalidInput,
     LeaseLost,
     LeaseqError,
@@ -25,6 +26,7 @@ from leaseq.errors import (
 )
 from leaseq.model import (
     AllCounts,
+    ApiToken,
     CompleteItem,
     Counts,
     FinalStatus,
@@ -59,6 +61,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AllCounts",
     "ApiError",
+    "ApiToken",
     "AsyncClient",
     "Cached",
     "CancelToken",
@@ -68,6 +71,7 @@ __all__ = [
     "Conflict",
     "Counts",
     "FinalStatus",
+    "Forbidden",
     "HandlerCancelled",
     "HandlerUnusable",
     "InvalidInput",

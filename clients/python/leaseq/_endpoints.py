@@ -38,6 +38,7 @@ from leaseq._wire import (
     parse_renewal,
     parse_settings,
     parse_sweep,
+    parse_token,
     push_bodies,
     renew_body,
     seg,
@@ -46,6 +47,7 @@ from leaseq.errors import LeaseqError
 from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH
 from leaseq.model import (
     AllCounts,
+    ApiToken,
     CompleteItem,
     Counts,
     FinalStatus,
@@ -401,6 +403,42 @@ class Endpoints(Generic[_Transport]):
     def metrics(self) -> Exchange[str]:
         """The service's Prometheus text."""
         return (yield Call("GET", "/metrics")).text
+
+    # -- tokens ------------------------------------------------------------
+
+    @endpoint
+    def create_token(
+        self,
+        role: str,
+        sessions: str,
+        *,
+        name: str | None = None,
+        expires_s: float | None = None,
+    ) -> Exchange[ApiToken]:
+        """Create a scoped token (its ``token`` is in this answer only). Raises InvalidInput
+        (a malformed pattern, an unknown role, a live token's name) or Forbidden.
+
+        Never retried: a lost answer's token could not be shown again.
+        """
+        body = {"role": role, "sessions": sessions, "name": name, "expires_s": expires_s}
+        return parse_token((yield Call("POST", "/tokens", body, policy=NO_RETRY)).json())
+
+    @endpoint
+    def tokens(self) -> Exchange[list[ApiToken]]:
+        """Every token, live, expired or revoked, newest first; never a token itself."""
+        data = (yield Call("GET", "/tokens")).json()
+        return [parse_token(item) for item in data["tokens"]]
+
+    @endpoint
+    def revoke_token(self, name: str) -> Exchange[ApiToken]:
+        """Revoke the live token of ``name`` in every API process. Raises NotFound."""
+        return parse_token((yield Call("DELETE", f"/tokens/{seg(name)}")).json())
+
+    @endpoint
+    def token_self(self) -> Exchange[dict[str, Any]]:
+        """Whom the client's token acts as: its name, role, sessions, what it may offer."""
+        data: dict[str, Any] = (yield Call("GET", "/tokens/self")).json()
+        return data
 
     @endpoint
     def healthz(self) -> Exchange[bool]:

@@ -48,6 +48,7 @@ from leaseq.errors import (
 from leaseq.limits import MAX_PUSH_BATCH
 from leaseq.model import (
     STATUSES,
+    ApiToken,
     CompleteItem,
     Counts,
     ItemResult,
@@ -274,6 +275,20 @@ def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
         max_leased=data.get("max_leased"),
         rate_per_s=_maybe_seconds(data.get("rate_per_s")),
         burst=data.get("burst"),
+    )
+
+
+def parse_token(data: Mapping[str, Any]) -> ApiToken:
+    """A scoped token as the API answers it (with ``token`` only when just created)."""
+    return ApiToken(
+        name=data["name"],
+        role=data["role"],
+        sessions=data["sessions"],
+        created_at=_time(data["created_at"]),
+        expires_at=_maybe_time(data.get("expires_at")),
+        last_used_at=_maybe_time(data.get("last_used_at")),
+        revoked_at=_maybe_time(data.get("revoked_at")),
+        token=data.get("token"),
     )
 
 

@@ -207,3 +207,18 @@ class SessionSettings:
 class AllCounts:
     sessions: dict[str, Counts] = field(default_factory=dict)
     total: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """A scoped API token as the service lists it; ``token`` only in the answer that created
+    it (the service keeps a hash, never the token)."""
+
+    name: str
+    role: str
+    sessions: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+    token: str | None = None

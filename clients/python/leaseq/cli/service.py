@@ -20,7 +20,7 @@ from leaseq.cli import pushing
 from leaseq.cli.output import CliError, one_line
 from leaseq.errors import LeaseqError
 from leaseq.limits import SESSION_PATTERN
-from leaseq.model import AllCounts, Counts, PushResult, SessionSettings, SweepResult
+from leaseq.model import AllCounts, ApiToken, Counts, PushResult, SessionSettings, SweepResult
 
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
@@ -90,6 +90,23 @@ class Service:
         check_session(session)
         requeued: int = self._run(lambda client: client.retry_failed(session))
         return requeued
+
+    def create_token(
+        self, role: str, sessions: str, name: str | None, expires_s: float | None
+    ) -> ApiToken:
+        """A new scoped token (its secret in ``token``, this once)."""
+        made: ApiToken = self._run(
+            lambda client: client.create_token(role, sessions, name=name, expires_s=expires_s)
+        )
+        return made
+
+    def tokens(self) -> list[ApiToken]:
+        listed: list[ApiToken] = self._run(lambda client: client.tokens())
+        return listed
+
+    def revoke_token(self, name: str) -> ApiToken:
+        revoked: ApiToken = self._run(lambda client: client.revoke_token(name))
+        return revoked
 
     def _run(self, call: Any) -> Any:
         async def main() -> Any:
