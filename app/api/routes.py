@@ -52,7 +52,7 @@ from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
 from leaseq.errors import LeaseLost, Unavailable
-from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, SESSION_PATTERN
+from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
 from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings
 
 
@@ -69,6 +69,15 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="Seconds to hold the request until the lead is terminal (0: answer at once).",
+    ),
+]
 SearchQuery = Annotated[
     str | None, Query(max_length=MAX_SESSION_CHARS, description="Part of a session's name.")
 ]
@@ -370,9 +379,18 @@ async def session_report(session: SessionPath, queue: QueueDep) -> ReportOut:
     tags=["operators"],
     responses=responses("not_found", "validation_error", "unavailable"),
 )
-async def get_lead(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
-    """One lead (its lease token is never shown)."""
-    return LeadOut.of(await queue.get(lead_id))
+async def get_lead(
+    lead_id: LeadIdPath, runtime: RuntimeDep, request: Request, wait_s: WaitQuery = 0.0
+) -> LeadOut:
+    """One lead (its lease token is never shown).
+
+    With `wait_s` > 0 the request is held until the lead is terminal (`done`, `failed` or
+    `cached`) or the wait ends, then answers the lead as it is: a waiter wakes on the
+    notification of its lead's end, through whichever API process ended it, and holds no
+    database connection meanwhile. Beyond `LEASEQ_MAX_OUTCOME_WAITERS` held in one process,
+    a lead not yet ended answers 503."""
+    gone = request.is_disconnected if wait_s > 0 else None
+    return LeadOut.of(await runtime.outcomes.outcome(lead_id, wait_s, gone=gone))
 
 
 @router.post(

@@ -27,7 +27,7 @@ import psycopg
 
 from app import metrics
 from app.domain.queue import Queue
-from app.store import migrate, statements
+from app.store import migrate, outcomes, statements
 from app.store.pool import Database
 
 log = logging.getLogger("leaseq.maintenance")
@@ -114,7 +114,8 @@ class Sweeper:
 class Pruner:
     """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
     and, when ``older_than_s`` is set, delete terminal leads older than that (in small
-    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``)."""
+    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``) and delete
+    the watches of outcomes that processes which stopped left (``app.store.outcomes``)."""
 
     def __init__(
         self, queue: Queue, older_than_s: float | None, interval_s: float, keys_after_s: float
@@ -141,6 +142,7 @@ class Pruner:
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
             await self.queue.fold_counts()
+            await self.queue.db.rows(outcomes.forget_stale_watches())
         except Exception as exc:
             log.warning("prune failed: %s", _why(exc))
 

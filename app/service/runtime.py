@@ -1,5 +1,6 @@
 """What one API process runs besides its routes, wired together: database, queue, leasing
-(one session's leases, the fleet's share-out across sessions, the long poll), listener, and
+(one session's leases, the fleet's share-out across sessions, the long poll), the waits for
+outcomes (``app.domain.outcome``), listener, and
 the maintenance services of ``app.service.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
@@ -28,6 +29,7 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
+from app.domain.outcome import Outcomes
 from app.domain.queue import Queue
 from app.leasing.entry import Leasing
 from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
@@ -46,6 +48,7 @@ class Runtime:
     listener: Listener
     recovery: Recovery
     readiness: Readiness
+    outcomes: Outcomes
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -68,12 +71,15 @@ class Runtime:
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
+            max_outcome_waiters=settings.max_outcome_waiters,
             poll_interval_s=settings.poll_interval_s,
             connect_timeout_s=settings.connect_timeout_s,
         )
         leasing.listen(listener)
         recovery = Recovery(queue)
-        return cls(settings, db, queue, leasing, listener, recovery, Readiness(db, recovery))
+        outcomes = Outcomes(queue, listener)
+        readiness = Readiness(db, recovery)
+        return cls(settings, db, queue, leasing, listener, recovery, readiness, outcomes)
 
     async def start(self) -> None:
         self._chain_shutdown_signals()
