@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
@@ -44,8 +45,9 @@ from leaseq._wire import (
     seg,
 )
 from leaseq.errors import LeaseqError
-from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH
+from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH, MAX_WAIT_S
 from leaseq.model import (
+    FINAL_STATUSES,
     AllCounts,
     CompleteItem,
     Counts,
@@ -359,6 +361,25 @@ class Endpoints(Generic[_Transport]):
     def get(self, lead_id: int) -> Exchange[Lead]:
         """One lead by id. Raises NotFound."""
         return parse_lead((yield Call("GET", f"/leads/{int(lead_id)}")).json())
+
+    @endpoint
+    def wait_for(self, lead_id: int, timeout: float = MAX_WAIT_S) -> Exchange[Lead]:
+        """The lead once it is ``done``, ``failed`` or ``cached``, or as it is after ``timeout``
+        seconds. Raises NotFound.
+
+        Each call is held by the service up to 30 s (``GET /leads/{id}?wait_s=n``) and
+        answers as soon as the lead ends; a longer ``timeout`` sends the next, so no call
+        outlasts a proxy's idle timeout.
+        """
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        while True:
+            wait_s = round(min(MAX_WAIT_S, max(0.0, deadline - time.monotonic())), 3)
+            call = Call(
+                "GET", f"/leads/{int(lead_id)}?wait_s={wait_s}", timeout_s=self.timeout_s + wait_s
+            )
+            lead = parse_lead((yield call).json())
+            if lead.status in FINAL_STATUSES or time.monotonic() >= deadline:
+                return lead
 
     @endpoint
     def stats(self, session: str) -> Exchange[Counts]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import httpx
@@ -20,7 +20,7 @@ from leaseq.cli import pushing
 from leaseq.cli.output import CliError, one_line
 from leaseq.errors import LeaseqError
 from leaseq.limits import SESSION_PATTERN
-from leaseq.model import AllCounts, Counts, PushResult, SessionSettings, SweepResult
+from leaseq.model import AllCounts, Counts, Lead, PushResult, SessionSettings, SweepResult
 
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
@@ -51,6 +51,10 @@ class Service:
 
         pushed: PushResult = self._run(run)
         return pushed
+
+    def wait_for_all(self, ids: Iterable[int], ended: Callable[[Lead], None]) -> None:
+        """Wait for every lead of ``ids`` to end, ``ended(lead)`` as each does."""
+        self._run(lambda client: pushing.outcomes(client, ids, ended))
 
     def stats(self, session: str) -> Counts:
         check_session(session)
