@@ -41,6 +41,9 @@ from app.api.schemas import (
     RenewOut,
     ReportOut,
     RetriedOut,
+    ScheduleIn,
+    ScheduleOut,
+    SchedulesOut,
     SettingsIn,
     SettingsOut,
     SweepIn,
@@ -69,6 +72,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
+ScheduleName = Annotated[str, Path(pattern=SESSION_PATTERN, description="The schedule's name.")]
 WaitQuery = Annotated[
     float,
     Query(
@@ -440,6 +444,51 @@ async def retry_failed(session: SessionPath, queue: QueueDep) -> RetriedOut:
     that fails while it runs is left for the next call. No body; refuses a browser's
     cross-site request (403)."""
     return RetriedOut(requeued=await queue.retry_failed(session))
+
+
+@router.put(
+    "/schedules/{name}",
+    tags=["schedules"],
+    responses=responses(*BODY_PROBLEMS),
+)
+async def put_schedule(name: ScheduleName, body: ScheduleIn, runtime: RuntimeDep) -> ScheduleOut:
+    """Create or replace a schedule: at each tick of `cron` in `timezone` (judged on the
+    database clock), one lead is pushed into `session` with the key `schedule:{name}:{tick}`
+    (the tick in RFC 3339 UTC), however many API processes run. A tick missed while no
+    process ran is pushed once when one starts (only the latest). Answers the schedule with
+    its `next_tick`; a bad cron expression or time zone answers 422 and stores nothing."""
+    lead = body.lead.model_dump(exclude_defaults=True) | {"payload": body.lead.payload}
+    schedule = await runtime.schedules.put(name, body.session, body.cron, body.timezone, lead)
+    return ScheduleOut.of(schedule)
+
+
+@router.get("/schedules", tags=["schedules"], responses=responses("unavailable"))
+async def list_schedules(runtime: RuntimeDep) -> SchedulesOut:
+    """Every schedule, by name, each with its `next_tick`."""
+    return SchedulesOut(schedules=[ScheduleOut.of(s) for s in await runtime.schedules.all()])
+
+
+@router.get(
+    "/schedules/{name}",
+    tags=["schedules"],
+    responses=responses("not_found", "validation_error", "unavailable"),
+)
+async def get_schedule(name: ScheduleName, runtime: RuntimeDep) -> ScheduleOut:
+    """One schedule, with its `next_tick`."""
+    return ScheduleOut.of(await runtime.schedules.get(name))
+
+
+@router.delete(
+    "/schedules/{name}",
+    status_code=204,
+    tags=["schedules"],
+    dependencies=SameSite,
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+)
+async def delete_schedule(name: ScheduleName, runtime: RuntimeDep) -> Response:
+    """Stop a schedule; the leads it pushed stay. 404 when there is none of that name."""
+    await runtime.schedules.delete(name)
+    return Response(status_code=204)
 
 
 @router.get("/metrics", tags=["operators"], response_class=Response)

@@ -6,7 +6,7 @@ the maintenance services of ``app.service.maintenance``.
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
 while readyz answers 503; then the sweeper, and the pruner (idempotency keys
-always, terminal leads when ``prune_after_s`` is set). ``Runtime.stop`` ends
+always, terminal leads when ``prune_after_s`` is set), and the scheduler. ``Runtime.stop`` ends
 long polls (they answer with no leases), cancels the tasks, and drains and
 closes the pool.
 
@@ -31,8 +31,9 @@ from app import metrics
 from app.config import Settings
 from app.domain.outcome import Outcomes
 from app.domain.queue import Queue
+from app.domain.schedules import Schedules
 from app.leasing.entry import Leasing
-from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
+from app.service.maintenance import Pruner, Readiness, Recovery, Scheduler, Sweeper
 from app.store.listener import Listener
 from app.store.pool import Database
 
@@ -49,6 +50,7 @@ class Runtime:
     recovery: Recovery
     readiness: Readiness
     outcomes: Outcomes
+    schedules: Schedules
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -78,8 +80,13 @@ class Runtime:
         leasing.listen(listener)
         recovery = Recovery(queue)
         outcomes = Outcomes(queue, listener)
+        schedules = Schedules(
+            db,
+            default_max_attempts=queue.default_max_attempts,
+            max_payload_bytes=settings.max_payload_bytes,
+        )
         readiness = Readiness(db, recovery)
-        return cls(settings, db, queue, leasing, listener, recovery, readiness, outcomes)
+        return cls(settings, db, queue, leasing, listener, recovery, readiness, outcomes, schedules)
 
     async def start(self) -> None:
         self._chain_shutdown_signals()
@@ -96,6 +103,7 @@ class Runtime:
             keys_after_s=self.settings.idempotency_ttl_s,
         )
         self._spawn(pruner.run(), "leaseq-pruner")
+        self._spawn(Scheduler(self.schedules).run(), "leaseq-scheduler")
 
     def _spawn(self, work: Any, name: str) -> None:
         self._tasks.append(asyncio.create_task(work, name=name))
