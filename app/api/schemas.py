@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from app.domain.report import Report
-from app.domain.schedules import MAX_CRON_CHARS, MAX_TIMEZONE_CHARS, Schedule
+from app.domain.schedules import MAX_CRON_CHARS, MAX_TIMEZONE_CHARS
 from app.domain.timeline import MAX_EVENTS, Timeline
 from app.leasing.request import LeaseRequest
 from leaseq.limits import (
@@ -65,6 +65,7 @@ from leaseq.model import (
     Lead,
     Lease,
     Renewal,
+    Schedule,
     SessionSettings,
     Status,
 )

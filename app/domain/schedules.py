@@ -35,6 +35,7 @@ from app.store import schedules as sql
 from app.store.pool import Database, Row
 from leaseq.errors import InvalidInput, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, SESSION_PATTERN
+from leaseq.model import Schedule
 
 MAX_CRON_CHARS = 200
 MAX_TIMEZONE_CHARS = 64
@@ -43,16 +44,6 @@ DUE_BATCH = 100
 # What a schedule's lead may say: its key is the tick's, and nothing else of a push applies.
 LEAD_FIELDS = ("payload", "priority", "max_attempts", "delay_s")
 _name_re = re.compile(SESSION_PATTERN)
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    name: str
-    session: str
-    cron: str
-    timezone: str
-    lead: dict[str, Any]
-    next_tick: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +89,7 @@ def latest_not_after(cron: str, where: ZoneInfo, instant: datetime) -> datetime:
 
 
 def schedule_of(row: Mapping[str, Any]) -> Schedule:
-    return Schedule(
-        name=row["name"],
-        session=row["session"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        lead=dict(row["lead"]),
-        next_tick=row["next_tick"],
-    )
+    return Schedule(**{name: row[name] for name in Schedule.__slots__})
 
 
 class Schedules:

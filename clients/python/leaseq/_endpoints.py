@@ -38,6 +38,7 @@ from leaseq._wire import (
     parse_lead,
     parse_lease,
     parse_renewal,
+    parse_schedule,
     parse_settings,
     parse_sweep,
     push_bodies,
@@ -60,6 +61,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     SweepResult,
 )
@@ -406,6 +408,40 @@ class Endpoints(Generic[_Transport]):
         """
         call = Call("PUT", f"/sessions/{seg(session)}/settings", dataclasses.asdict(settings))
         return parse_settings((yield call).json())
+
+    @endpoint
+    def put_schedule(
+        self,
+        name: str,
+        session: str,
+        cron: str,
+        lead: Mapping[str, Any],
+        *,
+        timezone: str = "UTC",
+    ) -> Exchange[Schedule]:
+        """Create or replace a schedule: ``lead`` (payload, priority, max_attempts, delay_s)
+        pushed into ``session`` at each tick of ``cron`` in ``timezone``. Raises InvalidInput.
+
+        Safe to retry: the same schedule again stores the same.
+        """
+        body = {"session": session, "cron": cron, "timezone": timezone, "lead": dict(lead)}
+        return parse_schedule((yield Call("PUT", f"/schedules/{seg(name)}", body)).json())
+
+    @endpoint
+    def schedule(self, name: str) -> Exchange[Schedule]:
+        """One schedule, with its next tick. Raises NotFound."""
+        return parse_schedule((yield Call("GET", f"/schedules/{seg(name)}")).json())
+
+    @endpoint
+    def schedules(self) -> Exchange[list[Schedule]]:
+        """Every schedule, by name."""
+        data = (yield Call("GET", "/schedules")).json()
+        return [parse_schedule(item) for item in data["schedules"]]
+
+    @endpoint
+    def delete_schedule(self, name: str) -> Exchange[None]:
+        """Stop a schedule (the leads it pushed stay). Raises NotFound."""
+        yield Call("DELETE", f"/schedules/{seg(name)}")
 
     @endpoint
     def report(self, session: str) -> Exchange[dict[str, Any]]:

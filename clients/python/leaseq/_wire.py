@@ -57,6 +57,7 @@ from leaseq.model import (
     NextLease,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     SweepResult,
 )
@@ -274,6 +275,18 @@ def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
         max_leased=data.get("max_leased"),
         rate_per_s=_maybe_seconds(data.get("rate_per_s")),
         burst=data.get("burst"),
+    )
+
+
+def parse_schedule(data: Mapping[str, Any]) -> Schedule:
+    """A schedule as the API answers it."""
+    return Schedule(
+        name=data["name"],
+        session=data["session"],
+        cron=data["cron"],
+        timezone=data["timezone"],
+        lead=dict(data["lead"]),
+        next_tick=timefmt.parse(data["next_tick"]),
     )
 
 

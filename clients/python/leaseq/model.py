@@ -207,3 +207,17 @@ class SessionSettings:
 class AllCounts:
     sessions: dict[str, Counts] = field(default_factory=dict)
     total: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A lead pushed into ``session`` at each tick of ``cron`` in ``timezone`` (an IANA name);
+    ``lead`` as stored (payload, priority, max_attempts, delay_s), ``next_tick`` the next
+    one due on the service's database clock."""
+
+    name: str
+    session: str
+    cron: str
+    timezone: str
+    lead: dict[str, Any]
+    next_tick: datetime
