@@ -512,11 +512,13 @@ async def operator_dashboard() -> HTMLResponse:
 @router.get(
     "/dashboard/data", tags=["operators"], responses=responses("validation_error", "unavailable")
 )
-async def operator_dashboard_data(queue: QueueDep, search: SearchQuery = None) -> JSONResponse:
+async def operator_dashboard_data(runtime: RuntimeDep, search: SearchQuery = None) -> JSONResponse:
     """What the dashboard shows: per session its counts, oldest available lead, settings and
-    completions per minute; the leases closest to expiry; the latest failures. With `search`,
-    only the sessions whose name holds it (in any case)."""
-    return JSONResponse(page.to_json(await overview.snapshot(queue, search)))
+    completions per minute; the leases closest to expiry; the latest failures; the schedules
+    with their next ticks. With `search`, only the sessions whose name holds it (in any
+    case)."""
+    snapshot = await overview.snapshot(runtime.queue, search)
+    return JSONResponse(page.to_json(snapshot, await runtime.schedules.all()))
 
 
 # -- probes ------------------------------------------------------------------
