@@ -75,7 +75,12 @@ class Outcomes:
         deadline = loop.time() + wait
         waiter_id = str(uuid.uuid4())
         async with listener.waiting_for(lead_id) as waiter:
-            found = await self._watches.submit(None, (waiter_id, lead_id, wait))
+            # Without a LISTEN of our own a notification would reach nobody: no watch then.
+            watched = listener.listens
+            if watched:
+                found = await self._watches.submit(None, (waiter_id, lead_id, wait))
+            else:
+                found = await self.queue.get(lead_id)
             try:
                 if found is None:
                     raise NotFound(f"no lead {lead_id}")
@@ -94,8 +99,9 @@ class Outcomes:
                         if loop.time() >= deadline:
                             raise
             finally:
-                with contextlib.suppress(LeaseqError):
-                    await self._unwatches.submit(None, waiter_id)
+                if watched:
+                    with contextlib.suppress(LeaseqError):
+                        await self._unwatches.submit(None, waiter_id)
 
     async def _watch(self, key: None, watches: Sequence[_Watch]) -> list[Lead | None]:
         params = {

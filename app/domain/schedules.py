@@ -153,7 +153,10 @@ class Schedules:
             )
         if "payload" not in lead:
             raise InvalidInput("lead.payload", "is required: a JSON object")
-        validation.payload(lead["payload"], "lead.payload", max_bytes=self.max_payload_bytes)
+        # A tick pushes through leaseq_push, which takes the default limit whatever the
+        # service's: a larger payload would be refused at every tick.
+        limit = min(self.max_payload_bytes, DEFAULT_MAX_PAYLOAD_BYTES)
+        validation.payload(lead["payload"], "lead.payload", max_bytes=limit)
         checked: dict[str, Any] = {"payload": lead["payload"]}
         if lead.get("priority") is not None:
             checked["priority"] = validation.integer(
