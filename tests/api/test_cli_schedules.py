@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.serving import Service, leaseq
+from tests.support.serving import Service, leaseq
 
 pytestmark = pytest.mark.service
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.api import shapes
-from tests.serving import Services
+from tests.support.serving import Services
 
 WAIT_MS = 15_000
 

@@ -14,7 +14,7 @@ from app.config import Settings
 from app.domain.schedules import Schedules, tick_key
 from app.store.pool import Database, libpq_url
 from tests.api import shapes
-from tests.api.conftest import Serve, runtime_of, until
+from tests.support.in_process import Serve, runtime_of, until
 
 T0 = datetime(2030, 1, 1, 0, 2, tzinfo=UTC)  # an injected "now": 2 past midnight
 BODY: dict[str, Any] = {

@@ -14,7 +14,7 @@ import pytest
 
 from leaseq import AsyncClient, Client
 from leaseq.errors import NotFound
-from tests.serving import ROOT, Service, child_env
+from tests.support.serving import ROOT, Service, child_env
 
 pytestmark = pytest.mark.service
 

@@ -13,7 +13,7 @@ import pytest
 
 from app.store.pool import libpq_url
 from tests.api import shapes
-from tests.api.conftest import POOLER_URL_ENV, Serve, listening, runtime_of, until
+from tests.support.in_process import POOLER_URL_ENV, Serve, listening, runtime_of, until
 
 # Far longer than any wake-up by notification: a waiter answering well before it was woken.
 WAIT_S = 20
