@@ -119,8 +119,18 @@ class Settings(BaseSettings):
     max_waiters: int = Field(
         default=1000, ge=0, description="Long-poll lease requests held at once per process."
     )
+    max_outcome_waiters: int = Field(
+        default=1000,
+        ge=0,
+        description="Requests waiting for a lead's outcome (GET /leads/{id}?wait_s) per process.",
+    )
     poll_interval_s: float = Field(
-        default=1.5, gt=0, description="A waiting lease re-tries this often even without NOTIFY."
+        default=1.5,
+        gt=0,
+        description=(
+            "A waiting lease re-tries, and a request waiting for an outcome looks again, this "
+            "often even without NOTIFY."
+        ),
     )
     max_payload_bytes: int = Field(
         default=DEFAULT_MAX_PAYLOAD_BYTES,

@@ -36,6 +36,7 @@ class Where(enum.Enum):
     SESSION = "session"  # the path's {session}
     LEAD = "lead"  # the path's {lead_id}: its lead's session
     BODY = "body"  # the sessions, or the leases' leads, its body names
+    SCHEDULE = "schedule"  # the path's {name}: its schedule's session (the route checks)
     OWN = "own"  # many sessions: only the token's own are shown or touched
     NONE = "none"  # no session: the API's description, the token itself, token management
 

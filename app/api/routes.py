@@ -49,6 +49,9 @@ from app.api.schemas import (
     RenewOut,
     ReportOut,
     RetriedOut,
+    ScheduleIn,
+    ScheduleOut,
+    SchedulesOut,
     SettingsIn,
     SettingsOut,
     SweepIn,
@@ -60,8 +63,8 @@ from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
-from leaseq.errors import LeaseLost, Unavailable
-from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, SESSION_PATTERN
+from leaseq.errors import Forbidden, LeaseLost, NotFound, Unavailable
+from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
 from leaseq.model import (
     AllCounts,
     CompleteItem,
@@ -96,10 +99,22 @@ ObservingSession = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.SES
 ObservingOwn = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.OWN))]
 OperatingSession = Annotated[Principal, Depends(Access(Action.OPERATE, Where.SESSION))]
 OperatingLead = Annotated[Principal, Depends(Access(Action.OPERATE, Where.LEAD))]
+Scheduling = Annotated[Principal, Depends(Access(Action.OPERATE, Where.SCHEDULE))]
+ObservingSchedule = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.SCHEDULE))]
 Public = Annotated[Principal, Depends(Access(Action.AUTHENTICATED, Where.NONE, public=True))]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
+ScheduleName = Annotated[str, Path(pattern=SESSION_PATTERN, description="The schedule's name.")]
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="Seconds to hold the request until the lead is terminal (0: answer at once).",
+    ),
+]
 SearchQuery = Annotated[
     str | None, Query(max_length=MAX_SESSION_CHARS, description="Part of a session's name.")
 ]
@@ -472,10 +487,24 @@ async def session_report(
     tags=["operators"],
     responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
 )
-async def get_lead(lead_id: LeadIdPath, queue: QueueDep, principal: ReadingLead) -> LeadOut:
+async def get_lead(
+    lead_id: LeadIdPath,
+    runtime: RuntimeDep,
+    request: Request,
+    principal: ReadingLead,
+    wait_s: WaitQuery = 0.0,
+) -> LeadOut:
     """One lead (its lease token is never shown); 404 for a lead of a session not the token's,
-    as if it did not exist."""
-    return LeadOut.of(access.reads_lead(principal, await queue.get(lead_id)))
+    as if it did not exist.
+
+    With `wait_s` > 0 the request is held until the lead is terminal (`done`, `failed` or
+    `cached`) or the wait ends, then answers the lead as it is: a waiter wakes on the
+    notification of its lead's end, through whichever API process ended it, and holds no
+    database connection meanwhile. Beyond `LEASEQ_MAX_OUTCOME_WAITERS` held in one process,
+    a lead not yet ended answers 503."""
+    access.reads_lead(principal, await runtime.queue.get(lead_id))  # before anyone waits
+    gone = request.is_disconnected if wait_s > 0 else None
+    return LeadOut.of(await runtime.outcomes.outcome(lead_id, wait_s, gone=gone))
 
 
 @router.post(
@@ -543,6 +572,88 @@ async def retry_failed(
     return RetriedOut(requeued=requeued)
 
 
+async def _schedules_own(runtime: Runtime, principal: Principal, name: str, session: str) -> None:
+    """Refuse (403) a schedule put into a session not the token's, or over a schedule of
+    that name that belongs to such a session."""
+    if not principal.covers(session):
+        raise Forbidden(f"session {session} is not this token's")
+    if principal.everywhere:
+        return
+    try:
+        existing = await runtime.schedules.get(name)
+    except NotFound:
+        return
+    if not principal.covers(existing.session):
+        raise Forbidden(f"schedule {name} is of a session not this token's")
+
+
+@router.put(
+    "/schedules/{name}",
+    tags=["schedules"],
+    dependencies=SameSite,
+    responses=responses(*BODY_PROBLEMS),
+)
+async def put_schedule(
+    name: ScheduleName, body: ScheduleIn, runtime: RuntimeDep, principal: Scheduling
+) -> ScheduleOut:
+    """Create or replace a schedule: at each tick of `cron` in `timezone` (judged on the
+    database clock), one lead is pushed into `session` with the key `schedule:{name}:{tick}`
+    (the tick in RFC 3339 UTC), however many API processes run. A tick missed while no
+    process ran is pushed once when one starts (only the latest). Answers the schedule with
+    its `next_tick`; a bad cron expression or time zone answers 422 and stores nothing."""
+    await _schedules_own(runtime, principal, name, body.session)
+    lead = body.lead.model_dump(exclude_defaults=True) | {"payload": body.lead.payload}
+    schedule = await runtime.schedules.put(name, body.session, body.cron, body.timezone, lead)
+    await runtime.tokens.audit(principal, "schedule", session=body.session, detail={"name": name})
+    return ScheduleOut.of(schedule)
+
+
+@router.get("/schedules", tags=["schedules"], responses=responses("forbidden", "unavailable"))
+async def list_schedules(runtime: RuntimeDep, principal: ObservingOwn) -> SchedulesOut:
+    """Every schedule, by name, each with its `next_tick`; for a scoped token, those of its
+    own sessions only."""
+    own = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
+    return SchedulesOut(schedules=[ScheduleOut.of(s) for s in own])
+
+
+@router.get(
+    "/schedules/{name}",
+    tags=["schedules"],
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+)
+async def get_schedule(
+    name: ScheduleName, runtime: RuntimeDep, principal: ObservingSchedule
+) -> ScheduleOut:
+    """One schedule, with its `next_tick`; 404 for a schedule of a session not the token's,
+    as if it did not exist."""
+    schedule = await runtime.schedules.get(name)
+    if not principal.covers(schedule.session):
+        raise NotFound(f"no schedule {name}")
+    return ScheduleOut.of(schedule)
+
+
+@router.delete(
+    "/schedules/{name}",
+    status_code=204,
+    tags=["schedules"],
+    dependencies=SameSite,
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+)
+async def delete_schedule(
+    name: ScheduleName, runtime: RuntimeDep, principal: Scheduling
+) -> Response:
+    """Stop a schedule; the leads it pushed stay. 404 when there is none of that name; 403
+    for a schedule of a session not the token's."""
+    schedule = await runtime.schedules.get(name)
+    if not principal.covers(schedule.session):
+        raise Forbidden(f"session {schedule.session} is not this token's")
+    await runtime.schedules.delete(name)
+    await runtime.tokens.audit(
+        principal, "unschedule", session=schedule.session, detail={"name": name}
+    )
+    return Response(status_code=204)
+
+
 @router.get(
     "/metrics", tags=["operators"], response_class=Response, responses=responses("forbidden")
 )
@@ -570,14 +681,17 @@ async def operator_dashboard(principal: Public) -> HTMLResponse:
     responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def operator_dashboard_data(
-    queue: QueueDep, principal: ObservingOwn, search: SearchQuery = None
+    runtime: RuntimeDep, principal: ObservingOwn, search: SearchQuery = None
 ) -> JSONResponse:
     """What the dashboard shows: per session its counts, oldest available lead, settings and
-    completions per minute; the leases closest to expiry; the latest failures. With `search`,
-    only the sessions whose name holds it (in any case). A scoped token sees its own sessions
-    only; `access` says what the page may offer it (`operate`: cancel and retry)."""
+    completions per minute; the leases closest to expiry; the latest failures; the schedules
+    with their next ticks. With `search`, only the sessions whose name holds it (in any
+    case). A scoped token sees its own sessions only; `access` says what the page may offer
+    it (`operate`: cancel and retry)."""
     visible = None if principal.everywhere else principal.covers
-    data = page.to_json(await overview.snapshot(queue, search, visible=visible))
+    snapshot = await overview.snapshot(runtime.queue, search, visible=visible)
+    schedules = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
+    data = page.to_json(snapshot, schedules)
     data["access"] = {
         "token": principal.name,
         "role": principal.role or "full",

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from app.domain.report import Report
+from app.domain.schedules import MAX_CRON_CHARS, MAX_TIMEZONE_CHARS
 from app.domain.timeline import MAX_EVENTS, Timeline
 from app.leasing.request import LeaseRequest
 from leaseq.limits import (
@@ -64,6 +65,7 @@ from leaseq.model import (
     Lead,
     Lease,
     Renewal,
+    Schedule,
     SessionSettings,
     Status,
 )
@@ -571,3 +573,47 @@ class LeadEventsOut(Answer):
 
 class RetriedOut(Answer):
     requeued: int = Field(description="Failed leads queued again.")
+
+
+class ScheduleLeadIn(Body):
+    """The lead pushed at each tick: a lead of a push, without its key (the tick's)."""
+
+    payload: dict[str, Any] = Field(description="Any JSON object.")
+    priority: int = Field(0, ge=-INT32_MAX - 1, le=INT32_MAX, description="Higher first.")
+    max_attempts: int | None = Field(None, ge=1, le=MAX_ATTEMPTS)
+    delay_s: DelayS = Field(0, description="Not leasable before this many seconds after its tick.")
+
+
+class ScheduleIn(Body):
+    session: SessionName = Field(description="The session each tick's lead is pushed to.")
+    cron: str = Field(
+        min_length=1,
+        max_length=MAX_CRON_CHARS,
+        examples=["*/5 * * * *"],
+        description="Five fields (minute hour day-of-month month day-of-week), or @daily etc.",
+    )
+    timezone: str = Field(
+        "UTC",
+        min_length=1,
+        max_length=MAX_TIMEZONE_CHARS,
+        examples=["Europe/Paris"],
+        description="The IANA time zone the cron expression is read in.",
+    )
+    lead: ScheduleLeadIn
+
+
+class ScheduleOut(Answer):
+    name: str
+    session: str
+    cron: str
+    timezone: str
+    lead: dict[str, Any]
+    next_tick: Timestamp = Field(description="The next tick, on the database clock.")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        return cls.model_validate(schedule, from_attributes=True)
+
+
+class SchedulesOut(Answer):
+    schedules: list[ScheduleOut]

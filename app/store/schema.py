@@ -27,10 +27,11 @@ from sqlalchemy import (
     event,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.engine import URL, make_url
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
+from app.store.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from leaseq.limits import (
     MAX_ATTEMPTS,
@@ -310,6 +311,41 @@ TRIGGERS = {
 CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
 
 
+# Requests waiting for a lead's outcome (GET /leads/{id}?wait_s=n), one row each while they
+# wait, so the trigger leads_ended notifies only when someone may listen (revision 0010;
+# app.store.outcomes).
+lead_waits = Table(
+    "lead_waits",
+    metadata,
+    Column("id", UUID, primary_key=True),
+    Column("lead_id", BigInteger, nullable=False),
+    Column("until", DateTime(timezone=True), nullable=False),
+    Index("lead_waits_lead", "lead_id"),
+)
+
+
+# Schedules (revision 0010): a lead pushed into ``session`` at each tick of ``cron`` in
+# ``timezone``; ``next_tick`` is the next one due, on the database clock, advanced by a
+# guarded UPDATE in the transaction that pushes the tick's lead (app.store.schedules).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("session", Text, nullable=False),
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False),
+    Column("lead", JSONB, nullable=False),
+    Column("next_tick", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="schedules_pkey"),
+    CheckConstraint(f"name ~ '{SESSION_PATTERN}'", name="schedules_name_valid"),
+    CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="schedules_session_valid"),
+    CheckConstraint("jsonb_typeof(lead) = 'object'", name="schedules_lead_object"),
+    Index("schedules_next_tick", "next_tick"),
+)
+
+
 # A push of one lead inside the caller's own transaction (revision 0007): what
 # app.domain.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
 # so the lead, its ledger row and its counts commit or roll back with the caller's work.
@@ -413,6 +449,10 @@ for _name, _when in TRIGGERS.items():
     event.listen(leads, "after_create", _trigger)
 _push = DDL(PUSH_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _push)
+_ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _ended)
+_ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _ended_trigger)
 
 
 def sqlalchemy_url(url: str) -> URL:

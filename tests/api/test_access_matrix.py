@@ -56,6 +56,15 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("GET", "/metrics"): None,
     ("GET", "/dashboard"): None,
     ("GET", "/dashboard/data"): None,
+    ("PUT", "/schedules/{name}"): lambda s, lead: {
+        "session": s,
+        "cron": "0 0 1 1 *",
+        "timezone": "UTC",
+        "lead": {"payload": {}},
+    },
+    ("GET", "/schedules"): None,
+    ("GET", "/schedules/{name}"): None,
+    ("DELETE", "/schedules/{name}"): None,
     ("POST", "/tokens"): lambda s, lead: {"role": "reader", "sessions": s},
     ("GET", "/tokens"): None,
     ("DELETE", "/tokens/{name}"): None,
@@ -79,6 +88,11 @@ def api_routes(app: FastAPI) -> list[Route]:
     return [route for route in access.every_route(app.routes) if isinstance(route, Route)]
 
 
+def schedule_of(session: str) -> str:
+    """The name of the schedule that pushes into ``session``."""
+    return f"every-year-{session}"
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -97,18 +111,27 @@ async def world(serve: Serve) -> AsyncIterator[World]:
                 headers=bearer(BOOT),
             )
             leads[session] = pushed.json()["ids"][0]
+            scheduled = await client.put(
+                f"/schedules/{schedule_of(session)}",
+                json=SAMPLES[("PUT", "/schedules/{name}")](session, None),
+                headers=bearer(BOOT),
+            )
+            assert scheduled.status_code == 200, scheduled.text
         yield World(client, made, leads)
 
 
 async def fingerprint(client: httpx.AsyncClient) -> tuple[Any, ...]:
-    """Everything a call could change: the leads, the settings, the live tokens."""
+    """Everything a call could change: the leads, the settings, the live tokens, the
+    schedules."""
     db = runtime_of(client).db
     rows = await db.rows(
         """SELECT (SELECT coalesce(md5(string_agg(l::text, ',' ORDER BY id)), '') FROM leads l)
                   AS leads,
                   (SELECT coalesce(md5(string_agg(s::text, ',' ORDER BY session)), '')
                    FROM session_settings s) AS settings,
-                  (SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL) AS tokens"""
+                  (SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL) AS tokens,
+                  (SELECT coalesce(md5(string_agg(s::text, ',' ORDER BY name)), '')
+                   FROM schedules s) AS schedules"""
     )
     return tuple(rows[0].values())
 
@@ -144,7 +167,8 @@ def test_the_roles_do_what_the_contract_says() -> None:
 
 def _request(route: Route, method: str, session: str, lead: int) -> tuple[str, Any]:
     path = route.path.replace("{session}", session).replace("{lead_id}", str(lead))
-    path = path.replace("{name}", "spare")
+    name = schedule_of(session) if route.path.startswith("/schedules/") else "spare"
+    path = path.replace("{name}", name)
     sample = SAMPLES[(method, route.path)]
     return path, None if sample is None else sample(session, lead)
 
@@ -178,7 +202,10 @@ async def test_every_route_for_every_role_in_and_out_of_scope(world: World, role
                     assert answer.status_code != 403, where
                     if declared.where is Where.OWN and not principal.everywhere:
                         assert OUT not in answer.text, where
-                elif declared.where is Where.LEAD and declared.action is Action.READ:
+                elif declared.where in (Where.LEAD, Where.SCHEDULE) and declared.action in (
+                    Action.READ,
+                    Action.OBSERVE,
+                ):
                     shapes.problem(answer, 404, "not_found")
                 else:
                     shapes.problem(answer, 403, "forbidden")

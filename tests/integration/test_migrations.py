@@ -81,7 +81,7 @@ def test_upgrade_builds_exactly_the_table_definitions(
 
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
-    tables |= {"api_tokens", "operator_actions", "alembic_version"}
+    tables |= {"api_tokens", "operator_actions", "schedules", "lead_waits", "alembic_version"}
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
@@ -319,6 +319,23 @@ def test_0007_adds_the_push_function_and_nothing_else(
     assert [function["name"] for function in added] == ["leaseq_push"]
 
     migrate.downgrade(empty_database_url, "0006")
+    assert _schema(sync_engine) == before
+
+
+def test_0010_adds_schedules_and_the_ended_trigger(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """Two tables, the trigger of ended leads and its function; the downgrade takes them away."""
+    migrate.upgrade(empty_database_url, "0008")
+    before = _schema(sync_engine)
+    migrate.upgrade(empty_database_url, "0010")
+    assert _tables(sync_engine) >= {"schedules", "lead_waits"}
+    with sync_engine.connect() as conn:
+        triggers = conn.execute(
+            text("SELECT tgname FROM pg_trigger WHERE tgrelid = 'leads'::regclass")
+        ).scalars()
+        assert "leads_ended" in set(triggers)
+    migrate.downgrade(empty_database_url, "0008")
     assert _schema(sync_engine) == before
 
 

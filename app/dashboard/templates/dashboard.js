@@ -205,6 +205,13 @@
         cell(f.error, "error"), cell(new Date(f.at).toLocaleTimeString()), button("retry", "retry", f.lead_id));
       return tr;
     }), "no failed lead");
+    replace($("schedules").tBodies[0], (data.schedules || []).map((s) => {
+      const tr = document.createElement("tr");
+      tr.dataset.schedule = s.name;
+      tr.append(cell(s.name), cell(s.session), cell(s.cron), cell(s.timezone),
+        cell(new Date(s.next_tick).toLocaleString()));
+      return tr;
+    }), "no schedule");
     document.body.dataset.updated = data.now;
   }
 

@@ -58,6 +58,7 @@ from leaseq.model import (
     NextLease,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     SweepResult,
 )
@@ -289,6 +290,18 @@ def parse_token(data: Mapping[str, Any]) -> ApiToken:
         last_used_at=_maybe_time(data.get("last_used_at")),
         revoked_at=_maybe_time(data.get("revoked_at")),
         token=data.get("token"),
+    )
+
+
+def parse_schedule(data: Mapping[str, Any]) -> Schedule:
+    """A schedule as the API answers it."""
+    return Schedule(
+        name=data["name"],
+        session=data["session"],
+        cron=data["cron"],
+        timezone=data["timezone"],
+        lead=dict(data["lead"]),
+        next_tick=timefmt.parse(data["next_tick"]),
     )
 
 

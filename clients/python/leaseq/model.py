@@ -222,3 +222,17 @@ class ApiToken:
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
     token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A lead pushed into ``session`` at each tick of ``cron`` in ``timezone`` (an IANA name);
+    ``lead`` as stored (payload, priority, max_attempts, delay_s), ``next_tick`` the next
+    one due on the service's database clock."""
+
+    name: str
+    session: str
+    cron: str
+    timezone: str
+    lead: dict[str, Any]
+    next_tick: datetime

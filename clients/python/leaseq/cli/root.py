@@ -40,6 +40,7 @@ ORDER = (
     "worker",
     "sessions",
     "tokens",
+    "schedules",
     "prune",
 )
 
