@@ -573,7 +573,7 @@ class Queue:
     ) -> Lead:
         """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
 
-        On the lead's last attempt it fails instead (SPEC invariant 7), its error
+        On the lead's last attempt it fails instead (docs/contract.md#invariant-7), its error
         saying so and carrying ``error``, the holder's reason, when given.
         """
         validation.lead_id(lead_id)

@@ -412,7 +412,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
 --
 -- On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
--- instead (SPEC invariant 7), with an error that says why: the release's own
+-- instead (docs/contract.md#invariant-7), with an error that says why: the release's own
 -- ``error`` when given, after "released on attempt n of m".
 --
 -- parameters: delay_s, error, lead_id, token, now

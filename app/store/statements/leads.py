@@ -244,7 +244,7 @@ def release(
     """Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
 
     On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
-    instead (SPEC invariant 7), with an error that says why: the release's own
+    instead (docs/contract.md#invariant-7), with an error that says why: the release's own
     ``error`` when given, after "released on attempt n of m".
     """
 
@@ -313,12 +313,21 @@ def cancel(*, lead_id: int, now: datetime | None, ledger: bool) -> None:
     """An operator fails a queued or leased lead; its holder's next renew or complete loses."""
 
 
+def _requeue_failed(alias: str) -> str:
+    """The SET clause of a failed lead queued again (``retry``, ``retry_failed``): room for one
+    more attempt, ``attempts`` (a fencing number) kept; ``alias`` qualifies the columns."""
+    return (
+        f"status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},"
+        f"\n        max_attempts = greatest({alias}max_attempts, {alias}attempts + 1), "
+        f"updated_at = {NOW}"
+    )
+
+
 def _retry(ledger: bool) -> str:
     return f"""
 WITH retried AS (
     UPDATE leads
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},
-        max_attempts = greatest(max_attempts, attempts + 1), updated_at = {NOW}
+    SET {_requeue_failed("")}
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ){ledger_rows("retried", "retried", enabled=ledger)}
@@ -397,8 +406,7 @@ WITH failed AS (
 ),
 retried AS (
     UPDATE leads AS l
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},
-        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = {NOW}
+    SET {_requeue_failed("l.")}
     FROM failed
     WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
     RETURNING l.*

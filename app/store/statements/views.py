@@ -43,7 +43,7 @@ spans AS (
     FROM leases AS l LEFT JOIN ends AS e USING (lead_id, attempt)
 ),
 -- Completions counted per lead between an operator's retries: failed, retried
--- and completed again is a dead-letter replay (SPEC invariant 4), not a double.
+-- and completed again is a dead-letter replay (docs/contract.md#invariant-4), not a double.
 epochs AS (
     SELECT lead_id, event,
            count(*) FILTER (WHERE event = 'retried')
