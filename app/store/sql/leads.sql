@@ -242,7 +242,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -273,7 +273,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item FROM completed;
 
 -- name: complete_many (ledger=False, lean=True, skip_locked=True)
 WITH input AS (
@@ -350,7 +350,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -377,7 +377,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item FROM completed;
 
 -- ========================================================================================
 -- completed_already
@@ -400,7 +400,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
   AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
 
 -- name: completed_already (lean=False)
-SELECT l.id, l.session, l.priority, l.payload, l.key, l.depth, l.parent_id, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.checkpoint, req.item
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
@@ -441,7 +441,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'released', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM released
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint,
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint,
        CASE WHEN status = 'queued' AND NOT scheduled
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
@@ -466,7 +466,7 @@ released AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint,
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint,
        CASE WHEN status = 'queued' AND NOT scheduled
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
@@ -621,7 +621,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'cancelled', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM cancelled
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM cancelled;
 
 -- name: cancel (ledger=False)
 WITH cancelled AS (
@@ -631,7 +631,7 @@ WITH cancelled AS (
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM cancelled;
 
 -- ========================================================================================
 -- retry
@@ -655,7 +655,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- name: retry (ledger=False)
@@ -666,7 +666,7 @@ WITH retried AS (
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 )
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- ========================================================================================
@@ -726,7 +726,7 @@ SELECT count(*) AS pruned FROM pruned;
 -- parameters: lead_id
 
 -- name: get
-SELECT id, session, priority, payload, key, depth, parent_id, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, checkpoint FROM leads WHERE id = %(lead_id)s;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM leads WHERE id = %(lead_id)s;
 
 -- ========================================================================================
 -- retry_failed

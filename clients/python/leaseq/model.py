@@ -37,7 +37,9 @@ class NewLead:
 class Lead:
     """A lead as stored; its lease token is never shown.
 
-    ``owner`` is the worker that holds it, or held it last.
+    ``owner`` is the worker that holds it, or held it last. These fields, in this order, are
+    the one list of a lead's fields: the service selects these columns and answers this
+    object (its API model is made from them), and the client reads it back by them.
     """
 
     id: int
@@ -45,8 +47,6 @@ class Lead:
     priority: int
     payload: dict[str, JSON]
     key: str | None
-    depth: int
-    parent_id: int | None
     status: Status
     owner: str | None
     attempts: int
@@ -57,6 +57,8 @@ class Lead:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    depth: int
+    parent_id: int | None
     checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
 
 
