@@ -187,8 +187,8 @@ class _Completing:
 
 
 # What a grouped renewal or completion answers its caller: its answer, and the positions of
-# its items whose row another transaction held (``statements._busy_answer``): those the caller sends
-# again alone, so only it waits for that transaction.
+# its items whose row another transaction held (``statements.fragments.busy_answer``):
+# those the caller sends again alone, so only it waits for that transaction.
 Renewed = tuple[list[ItemResult], list[int]]
 Completed = tuple[dict[int, Lead | None], list[int]]
 
@@ -257,6 +257,7 @@ class Queue:
         )
 
     async def _rows(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        """The one way the queue's own statements reach the pool (tests watch them here)."""
         return await self.db.rows(query, params)
 
     async def _run(self, statement: Statement) -> list[Row]:
