@@ -82,6 +82,8 @@ def statement(
         }
 
         def build(*args: P.args, **kwargs: P.kwargs) -> Statement:
+            if args:
+                raise TypeError(f"{name} takes keyword arguments only")
             key = tuple(kwargs.pop(variant, default) for variant, default in by_default)
             return Statement(name, written(*key), {**defaults, **kwargs} if defaults else kwargs)
 
