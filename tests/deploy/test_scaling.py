@@ -27,6 +27,7 @@ from app.domain import report
 from app.domain.queue import Queue
 from app.store import migrate, schema, statements
 from app.store.pool import Database, libpq_url
+from app.store.statements import text
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
 from tests.support import leasing_of
@@ -84,12 +85,6 @@ MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
 OVERVIEW = ("per_minute", "expiring", "failures")
 NO_TABLE = ("db_now", "autovacuum", "schema_revision", "lock_timeout", "one_snapshot")
 HELPERS = ("in_list",)  # builds SQL text from constants; not a statement
-
-
-def text(name: str, **variants: Any) -> str:
-    """The text of one statement of ``app.store.statements``, in the variant ``variants`` name."""
-    builder = statements.REGISTRY[name]
-    return builder.text(*(variants[variant] for variant in builder.variants))
 
 
 PARAMETERS: dict[str, Any] = {

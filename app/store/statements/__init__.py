@@ -11,7 +11,7 @@ variant of it, is rendered whole into ``app/store/sql/`` (``python -m app.store.
 Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's limits.
 """
 
-from app.store.statements._build import REGISTRY, Builder, Statement
+from app.store.statements._build import REGISTRY, Builder, Statement, text
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
     NOTIFY_CHANNEL,
@@ -132,5 +132,6 @@ __all__ = [
     "stats",
     "stats_all",
     "sweep",
+    "text",
     "valid_leases",
 ]

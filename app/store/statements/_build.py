@@ -54,6 +54,13 @@ class Builder:
 REGISTRY: dict[str, Builder] = {}
 
 
+def text(name: str, **variants: Any) -> str:
+    """The text of statement ``name`` in one variant, for tools that read it whole (EXPLAIN
+    of every statement, the benchmarks): ``text("lease_next", ledger=True)``."""
+    builder = REGISTRY[name]
+    return builder.text(*(variants[variant] for variant in builder.variants))
+
+
 def statement(
     text: Callable[..., str], **variants: tuple[Any, ...]
 ) -> Callable[[Callable[P, None]], Callable[P, Statement]]:
