@@ -1,9 +1,10 @@
-"""Request and response models of the REST API, with SPEC's limits, so /openapi.json is exact.
+"""Request and response models of the REST API, with the limits of docs/contract.md#limits,
+so /openapi.json is exact.
 
 Requests are strict (a string is not a number, unknown fields are refused,
 NaN and infinities are refused); the domain checks them again. Responses are
-shaped exactly as SPEC says; timestamps are RFC 3339 in UTC (``…Z``). A lead
-object never carries its lease token.
+shaped exactly as docs/contract.md#lease-and-lead-objects says; timestamps are RFC 3339
+in UTC (``…Z``). A lead object never carries its lease token.
 """
 
 from __future__ import annotations

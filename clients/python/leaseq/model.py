@@ -117,7 +117,8 @@ class CompleteItem:
 
 @dataclass(frozen=True, slots=True)
 class NextLease:
-    """A lease asked for along with a completion (SPEC: ``next``), taken once it is done.
+    """A lease asked for along with a completion (``next``, docs/contract.md#complete-and-lease),
+    taken once it is done.
 
     ``session``: one session's name; several; None, any session. ``ttl_s`` None:
     the service's default.
@@ -185,7 +186,8 @@ class Counts:
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """How a session takes part in a lease across sessions, and its limits (SPEC "Fleets").
+    """How a session takes part in a lease across sessions, and its limits
+    (docs/contract.md#fleets).
 
     ``weight``: its share of the leases against the other sessions with work.
     ``max_leased``: at most this many of its leads leased at once (0 holds it
