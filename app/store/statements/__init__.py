@@ -14,6 +14,7 @@ Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's
 from app.store.statements._build import REGISTRY, Builder, Statement, text
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
+    MAX_SPAN_S,
     NOTIFY_CHANNEL,
     NOW,
     OUTCOME_EVENTS,
@@ -81,6 +82,7 @@ from app.store.statements.views import (
 __all__ = [
     "DUE_PER_LEASE",
     "LEAD_COLUMNS",
+    "MAX_SPAN_S",
     "NOTIFY_CHANNEL",
     "NOW",
     "OUTCOME_EVENTS",
