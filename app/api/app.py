@@ -52,10 +52,7 @@ bearer = HTTPBearer(
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The leaseq REST API over ``settings.database_url`` (``Settings()`` when None)."""
     settings = settings or Settings()
-    if settings.database_url is None:
-        raise ValueError(
-            "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
-        )
+    Runtime.check(settings)
     configured = settings  # narrowed for the closure
 
     @asynccontextmanager

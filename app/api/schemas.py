@@ -1,17 +1,19 @@
-"""Request and response models of the REST API, with SPEC's limits, so /openapi.json is exact.
+"""Request and response models of the REST API, with the limits of docs/contract.md#limits,
+so /openapi.json is exact.
 
 Requests are strict (a string is not a number, unknown fields are refused,
 NaN and infinities are refused); the domain checks them again. Responses are
-shaped exactly as SPEC says; timestamps are RFC 3339 in UTC (``…Z``). A lead
-object never carries its lease token.
+shaped exactly as docs/contract.md#lease-and-lead-objects says; timestamps are RFC 3339
+in UTC (``…Z``). A lead object never carries its lease token.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import cache
 from types import UnionType
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from fastapi import Header
 from pydantic import (
@@ -23,6 +25,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationInfo,
     WithJsonSchema,
+    create_model,
     field_validator,
     model_serializer,
     model_validator,
@@ -286,26 +289,31 @@ class SweepIn(Body):
 # -- responses ----------------------------------------------------------------
 
 
-class LeadOut(Answer):
-    id: int
-    session: str
-    priority: int
-    payload: dict[str, Any]
-    key: str | None
-    status: Status
-    owner: str | None
-    attempts: int
-    max_attempts: int
-    available_at: Timestamp
-    lease_expires_at: Timestamp | None
-    result: Any
-    error: str | None
-    created_at: Timestamp
-    updated_at: Timestamp
-    depth: int
-    parent_id: int | None
-    checkpoint: Any = Field(description="What the last holder's renewals carried; null: none.")
+# What the API says of a lead's fields beyond their names and types.
+_LEAD_DESCRIPTIONS = {"checkpoint": "What the last holder's renewals carried; null: none."}
 
+
+def _lead_fields() -> dict[str, Any]:
+    """The fields of the client's ``Lead``, in its order, as this model's (every one required,
+    a timestamp as RFC 3339): the lead's fields are listed once, there."""
+    hints = get_type_hints(Lead)
+    out: dict[str, Any] = {}
+    for name in (field.name for field in dataclass_fields(Lead)):
+        hint = hints[name]
+        if hint is datetime:
+            hint = Timestamp
+        elif datetime in get_args(hint):
+            hint = Timestamp | None
+        out[name] = (hint, Field(description=_LEAD_DESCRIPTIONS.get(name)))
+    return out
+
+
+_LeadFields = create_model("LeadOut", __base__=Answer, **_lead_fields())
+
+
+# A lead as the API shows it: the fields of ``leaseq.model.Lead`` (no docstring: it would
+# become the schema's description).
+class LeadOut(_LeadFields):
     @classmethod
     def of(cls, lead: Lead) -> LeadOut:
         return cls.model_validate(lead)

@@ -25,7 +25,7 @@ from app.store import statements
 from app.store.pool import Connection, Row, execute
 from leaseq.model import Counts, SessionSettings
 
-WINDOW_MINUTES = 15
+WINDOW_MINUTES = statements.WINDOW_MINUTES
 MAX_SESSIONS = 100
 EXPIRING = 10
 FAILURES = 10
@@ -92,11 +92,11 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
         await execute(conn, statements.stats_all()),
-        await execute(conn, statements.oldest_available(), {"now": None}),
+        await execute(conn, statements.oldest_available(now=None)),
         await execute(conn, statements.settings_all()),
-        await execute(conn, statements.per_minute(WINDOW_MINUTES)),
-        await execute(conn, statements.expiring(), {"limit": EXPIRING}),
-        await execute(conn, statements.failures(), {"limit": FAILURES}),
+        await execute(conn, statements.per_minute(window_minutes=WINDOW_MINUTES)),
+        await execute(conn, statements.expiring(limit=EXPIRING)),
+        await execute(conn, statements.failures(limit=FAILURES)),
     )
 
 

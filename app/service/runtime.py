@@ -56,12 +56,17 @@ class Runtime:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
-    @classmethod
-    def build(cls, settings: Settings) -> Runtime:
+    @staticmethod
+    def check(settings: Settings) -> None:
+        """Raises ValueError for settings a runtime cannot be built from (no database URL)."""
         if settings.database_url is None:
             raise ValueError(
                 "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
             )
+
+    @classmethod
+    def build(cls, settings: Settings) -> Runtime:
+        cls.check(settings)
         # leaseq_db_pool_connections{state="checked_out"} follows every checkout and checkin.
         db = Database.from_settings(settings, on_checkout=metrics.POOL.labels("checked_out").inc)
         queue = Queue(

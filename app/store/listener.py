@@ -110,10 +110,10 @@ class Listener:
         self,
         database_url: str | None,
         *,
-        max_waiters: int = 1000,
-        max_outcome_waiters: int = 1000,
-        poll_interval_s: float = 1.5,
-        connect_timeout_s: int = 5,
+        max_waiters: int,
+        max_outcome_waiters: int,
+        poll_interval_s: float,
+        connect_timeout_s: int,
         on_work: Callable[[str], None] | None = None,
     ) -> None:
         """``database_url``: a direct connection to LISTEN on; None: never listen (slow poll).

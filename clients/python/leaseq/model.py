@@ -37,7 +37,9 @@ class NewLead:
 class Lead:
     """A lead as stored; its lease token is never shown.
 
-    ``owner`` is the worker that holds it, or held it last.
+    ``owner`` is the worker that holds it, or held it last. These fields, in this order, are
+    the one list of a lead's fields: the service selects these columns and answers this
+    object (its API model is made from them), and the client reads it back by them.
     """
 
     id: int
@@ -45,8 +47,6 @@ class Lead:
     priority: int
     payload: dict[str, JSON]
     key: str | None
-    depth: int
-    parent_id: int | None
     status: Status
     owner: str | None
     attempts: int
@@ -57,6 +57,8 @@ class Lead:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    depth: int
+    parent_id: int | None
     checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
 
 
@@ -115,7 +117,8 @@ class CompleteItem:
 
 @dataclass(frozen=True, slots=True)
 class NextLease:
-    """A lease asked for along with a completion (SPEC: ``next``), taken once it is done.
+    """A lease asked for along with a completion (``next``, docs/contract.md#complete-and-lease),
+    taken once it is done.
 
     ``session``: one session's name; several; None, any session. ``ttl_s`` None:
     the service's default.
@@ -183,7 +186,8 @@ class Counts:
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """How a session takes part in a lease across sessions, and its limits (SPEC "Fleets").
+    """How a session takes part in a lease across sessions, and its limits
+    (docs/contract.md#fleets).
 
     ``weight``: its share of the leases against the other sessions with work.
     ``max_leased``: at most this many of its leads leased at once (0 holds it
