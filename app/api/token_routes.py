@@ -21,9 +21,14 @@ from app.api.front_door import FrontDoorRoute
 from app.api.problems import responses
 from app.api.schemas import Answer, Body
 from app.domain.access import Action, Principal
-from app.domain.tokens import TokenInfo, Tokens
+from app.domain.tokens import MAX_EXPIRES_S, TokenInfo, Tokens
 from app.service.runtime import Runtime
-from leaseq.limits import MAX_SESSION_CHARS, TOKEN_NAME_PATTERN
+from leaseq.limits import (
+    MAX_SESSION_CHARS,
+    SESSION_SCOPE_PATTERN,
+    TOKEN_NAME_PATTERN,
+    TOKEN_ROLES,
+)
 
 router = APIRouter(route_class=FrontDoorRoute, tags=["tokens"])
 
@@ -45,11 +50,26 @@ TokensDep = Annotated[Tokens, Depends(get_tokens)]
 class TokenIn(Body):
     """A new token: its role, its sessions (a pattern), optionally a name and a lifetime."""
 
-    # Checked by the domain (app.domain.access), so every door refuses alike.
-    name: str | None = Field(None, description="Unique among live tokens; made up when absent.")
-    role: str = Field(description="producer, worker, operator or reader.")
-    sessions: str = Field(description="A session name, optionally ending in `*`; or `*`.")
-    expires_s: float | None = Field(None, description="Seconds it lives; null: no expiry.")
+    # Checked by the domain (app.domain.access, app.domain.tokens), so every door refuses
+    # alike; the document states the same bounds, so a client can tell before it sends.
+    name: str | None = Field(
+        None,
+        description="Unique among live tokens; made up when absent.",
+        json_schema_extra={"pattern": TOKEN_NAME_PATTERN, "maxLength": MAX_SESSION_CHARS},
+    )
+    role: str = Field(
+        description="producer, worker, operator or reader.",
+        json_schema_extra={"enum": list(TOKEN_ROLES)},
+    )
+    sessions: str = Field(
+        description="A session name, optionally ending in `*`; or `*`.",
+        json_schema_extra={"pattern": SESSION_SCOPE_PATTERN},
+    )
+    expires_s: float | None = Field(
+        None,
+        description="Seconds it lives; null: no expiry.",
+        json_schema_extra={"minimum": 1, "maximum": MAX_EXPIRES_S},
+    )
 
 
 class TokenOut(Answer):
