@@ -2,7 +2,7 @@
 
 A waiting request holds no database connection: it registers with the
 listener (``app.store.listener.Listener.waiting_for``), writes a watch and
-then reads the lead (``app.store.outcomes``: the watch makes a statement
+then reads the lead (``app.store.statements.outcomes``: the watch makes a statement
 that ends the lead send a NOTIFY at all), and sleeps until the
 notification naming it wakes it, or ``poll_interval_s`` passes (a
 notification may be lost: behind a pooler without a direct URL, on a Citus
@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from app.domain import validation
 from app.domain.queue import Queue, lead_of
-from app.store import outcomes
+from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.listener import Listener
 from app.store.pool import Connection, Row, execute
@@ -104,20 +104,21 @@ class Outcomes:
                         await self._unwatches.submit(None, waiter_id)
 
     async def _watch(self, key: None, watches: Sequence[_Watch]) -> list[Lead | None]:
-        params = {
-            "ids": [watch[0] for watch in watches],
-            "lead_ids": [watch[1] for watch in watches],
-            "waits": [watch[2] for watch in watches],
-        }
+        lead_ids = [watch[1] for watch in watches]
+        watch = statements.watch(
+            ids=[watch[0] for watch in watches],
+            lead_ids=lead_ids,
+            waits=[watch[2] for watch in watches],
+        )
 
         async def write_then_read(conn: Connection) -> list[Row]:
-            await execute(conn, outcomes.watch(), params)  # committed (autocommit) before
-            return await execute(conn, outcomes.watched(), params)
+            await execute(conn, watch)  # committed (autocommit) before
+            return await execute(conn, statements.watched(lead_ids=lead_ids))
 
         rows = await self.queue.db.run(write_then_read)
         by_id = {row["id"]: lead_of(row) for row in rows}
         return [by_id.get(watch[1]) for watch in watches]
 
     async def _unwatch(self, key: None, ids: Sequence[str]) -> list[None]:
-        await self.queue.db.rows(outcomes.unwatch(), {"ids": list(ids)})
+        await self.queue.db.rows(statements.unwatch(ids=list(ids)))
         return [None] * len(ids)

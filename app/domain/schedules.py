@@ -5,7 +5,7 @@ The cron expression is read by ``cronsim`` (five fields, as cron has them;
 so "every day at 09:00 Europe/Paris" follows daylight saving time. Ticks are
 judged on the database clock, never an API process's: ``tick`` reads the due
 schedules with the instant that judged them, works out the tick and the next
-one from it, and pushes each in one statement (``app.store.schedules.fire``),
+one from it, and pushes each in one statement (``app.store.statements.schedule_fire``),
 so however many processes run ``tick`` at once, each tick pushes one lead,
 keyed ``schedule:{name}:{tick}`` (the tick in RFC 3339 UTC).
 
@@ -31,7 +31,7 @@ from cronsim import CronSim, CronSimError
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.domain import validation
-from app.store import schedules as sql
+from app.store import statements
 from app.store.pool import Database, Row
 from leaseq.errors import InvalidInput, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, SESSION_PATTERN
@@ -125,18 +125,19 @@ class Schedules:
             raise InvalidInput("cron", f"must be a cron expression of 1 to {MAX_CRON_CHARS} chars")
         where = zone(timezone)
         stored = self._checked_lead(lead)
-        [row] = await self.db.rows(sql.now(), {"now": now})
+        [row] = await self.db.rows(statements.schedule_now(now=now))
         next_tick = next_after(cron, where, row["now"])
-        params = {
-            "name": name,
-            "session": session,
-            "cron": cron,
-            "timezone": timezone,
-            "lead": json.dumps(stored, separators=(",", ":")),
-            "next_tick": next_tick,
-            "now": now,
-        }
-        [saved] = await self.db.rows(sql.put(), params)
+        [saved] = await self.db.rows(
+            statements.schedule_put(
+                name=name,
+                session=session,
+                cron=cron,
+                timezone=timezone,
+                lead=json.dumps(stored, separators=(",", ":")),
+                next_tick=next_tick,
+                now=now,
+            )
+        )
         return schedule_of(saved)
 
     def _checked_lead(self, lead: Any) -> dict[str, Any]:
@@ -172,18 +173,18 @@ class Schedules:
 
     async def get(self, name: str) -> Schedule:
         """One schedule by name. Raises NotFound."""
-        rows = await self.db.rows(sql.get(), {"name": name})
+        rows = await self.db.rows(statements.schedule_get(name=name))
         if not rows:
             raise NotFound(f"no schedule {name}")
         return schedule_of(rows[0])
 
     async def all(self) -> list[Schedule]:
         """Every schedule, by name."""
-        return [schedule_of(row) for row in await self.db.rows(sql.all_schedules())]
+        return [schedule_of(row) for row in await self.db.rows(statements.schedules_all())]
 
     async def delete(self, name: str) -> None:
         """Stop a schedule (its leads already pushed stay). Raises NotFound."""
-        if not await self.db.rows(sql.delete(), {"name": name}):
+        if not await self.db.rows(statements.schedule_delete(name=name)):
             raise NotFound(f"no schedule {name}")
 
     async def tick(self, *, now: datetime | None = None) -> list[Tick]:
@@ -191,7 +192,7 @@ class Schedules:
         ``now``); returns the ticks this call pushed (another process may push some)."""
         pushed: list[Tick] = []
         while True:
-            due = await self.db.rows(sql.due(), {"now": now, "limit": DUE_BATCH})
+            due = await self.db.rows(statements.schedules_due(now=now, limit=DUE_BATCH))
             for row in due:
                 fired = await self._fire(row, now)
                 if fired is not None:
@@ -203,15 +204,16 @@ class Schedules:
         where = ZoneInfo(row["timezone"])
         judged_at: datetime = row["now"]
         tick = max(row["next_tick"], latest_not_after(row["cron"], where, judged_at))
-        params = {
-            "name": row["name"],
-            "tick_was": row["next_tick"],
-            "next_tick": next_after(row["cron"], where, judged_at),
-            "key": tick_key(row["name"], tick),
-            "max_attempts": row["lead"].get("max_attempts") or self.default_max_attempts,
-            "now": now,
-        }
-        fired = await self.db.rows(sql.fire(), params)
+        fired = await self.db.rows(
+            statements.schedule_fire(
+                name=row["name"],
+                tick_was=row["next_tick"],
+                next_tick=next_after(row["cron"], where, judged_at),
+                key=tick_key(row["name"], tick),
+                max_attempts=row["lead"].get("max_attempts") or self.default_max_attempts,
+                now=now,
+            )
+        )
         if not fired:
             return None  # another process moved it on first
         return Tick(name=row["name"], tick=tick, lead_id=int(fired[0]["lead_id"]))

@@ -5,7 +5,7 @@ is kept in this process's cache, keyed by its hash, for at most
 ``RECHECK_S`` (and never past its expiry, measured on the database clock
 when it was read): at steady state a request costs no round trip to check
 its token, and one per token per ``RECHECK_S`` re-reads it. A revocation
-NOTIFYs every process (``app.store.tokens.TOKENS_CHANNEL``); the listener
+NOTIFYs every process (``app.store.statements.TOKENS_CHANNEL``); the listener
 hands the hash to ``changed``, which drops it at once. A notification lost
 (the listener reconnecting, a pooler in the way) costs at most ``RECHECK_S``:
 that is the bound docs/security.md states. After the listener reconnects,
@@ -14,7 +14,7 @@ is read anew.
 
 An unknown token is never cached: each try costs a lookup by hash, as the
 first use of a real one does. ``last_used_at`` is stamped by the lookup, at
-most once a minute (``app.store.tokens.TOUCH_EVERY_S``), never per request.
+most once a minute (``app.store.statements.tokens.TOUCH_EVERY_S``), never per request.
 
 The audit trail (``audit``) is written after the action it records
 succeeded, by the name of the token that took it.
@@ -35,7 +35,7 @@ from typing import Any
 
 from app.domain import access
 from app.domain.access import Principal
-from app.store import tokens as statements
+from app.store import statements
 from app.store.pool import Database
 from leaseq.errors import InvalidInput, NotFound
 from leaseq.limits import MAX_LEAD_ID
@@ -113,7 +113,7 @@ class Tokens:
             return cached[0]
         self._cache.pop(key, None)
         self.lookups += 1
-        rows = await self.db.rows(statements.lookup(), {"hash": key})
+        rows = await self.db.rows(statements.token_lookup(hash=key))
         if not rows:
             return None
         row = rows[0]
@@ -146,25 +146,26 @@ class Tokens:
         role = access.check_role(role)
         if name is None:
             name = f"{role}-{secrets.token_hex(4)}"
-        params = {
-            "name": access.check_token_name(name),
-            "role": role,
-            "sessions": access.check_pattern(sessions),
-            "expires_s": check_expires(expires_s),
-        }
         secret = access.new_secret()
-        rows = await self.db.rows(statements.create(), {**params, "hash": access.digest(secret)})
+        create = statements.token_create(
+            name=access.check_token_name(name),
+            role=role,
+            sessions=access.check_pattern(sessions),
+            expires_s=check_expires(expires_s),
+            hash=access.digest(secret),
+        )
+        rows = await self.db.rows(create)
         if not rows:
             raise InvalidInput("name", f"a live token is named {name}; revoke it first")
         return Created(secret, _info(rows[0]))
 
     async def listing(self) -> list[TokenInfo]:
         """Every token, live, expired or revoked, newest first."""
-        return [_info(row) for row in await self.db.rows(statements.listing(), {})]
+        return [_info(row) for row in await self.db.rows(statements.tokens_listing())]
 
     async def revoke(self, name: str) -> TokenInfo:
         """Revoke the live token of ``name`` in every process. Raises NotFound."""
-        rows = await self.db.rows(statements.revoke(), {"name": access.check_token_name(name)})
+        rows = await self.db.rows(statements.token_revoke(name=access.check_token_name(name)))
         if not rows:
             raise NotFound(f"no live token named {name}")
         self.changed(rows[0]["hash"])  # this process at once, the others by the NOTIFY
@@ -182,18 +183,19 @@ class Tokens:
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Record that ``principal`` took ``action`` (after it succeeded)."""
-        params = {
-            "token": principal.name,
-            "action": action,
-            "session": session,
-            "lead_id": lead_id,
-            "detail": None if detail is None else json.dumps(dict(detail)),
-        }
-        await self.db.rows(statements.audit(), params)
+        await self.db.rows(
+            statements.audit(
+                token=principal.name,
+                action=action,
+                session=session,
+                lead_id=lead_id,
+                detail=None if detail is None else json.dumps(dict(detail)),
+            )
+        )
 
     async def audit_trail(self, limit: int = 100) -> list[dict[str, Any]]:
         """The latest operator actions, newest first."""
-        return [dict(row) for row in await self.db.rows(statements.audit_trail(), {"limit": limit})]
+        return [dict(row) for row in await self.db.rows(statements.audit_trail(limit=limit))]
 
     # -- scope helpers -------------------------------------------------------------
 
@@ -210,12 +212,12 @@ class Tokens:
         known = {i: self._lead_sessions[i] for i in wanted if i in self._lead_sessions}
         missing = sorted(wanted - known.keys())
         if missing:
-            for row in await self.db.rows(statements.lead_sessions(), {"ids": missing}):
+            for row in await self.db.rows(statements.lead_sessions(ids=missing)):
                 known[row["id"]] = row["session"]
                 self.lead_session_known(row["id"], row["session"])
         return known
 
     async def sessions_in(self, pattern: str) -> list[str]:
         """The sessions with leads that ``pattern`` covers."""
-        rows = await self.db.rows(statements.sessions_like(), {"like": access.like(pattern)})
+        rows = await self.db.rows(statements.sessions_like(like=access.like(pattern)))
         return sorted(row["session"] for row in rows if access.matches(pattern, row["session"]))

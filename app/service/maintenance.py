@@ -31,7 +31,7 @@ import psycopg
 from app import metrics
 from app.domain.queue import Queue
 from app.domain.schedules import Schedules
-from app.store import migrate, outcomes, statements
+from app.store import migrate, statements
 from app.store.pool import Database
 
 log = logging.getLogger("leaseq.maintenance")
@@ -137,7 +137,8 @@ class Pruner(Periodic):
     """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
     and, when ``older_than_s`` is set, delete terminal leads older than that (in small
     batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``) and delete
-    the watches of outcomes that processes which stopped left (``app.store.outcomes``)."""
+    the watches of outcomes that processes which stopped left
+    (``app.store.statements.outcomes``)."""
 
     def __init__(
         self, queue: Queue, older_than_s: float | None, interval_s: float, keys_after_s: float
@@ -158,7 +159,7 @@ class Pruner(Periodic):
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
             await self.queue.fold_counts()
-            await self.queue.db.rows(outcomes.forget_stale_watches())
+            await self.queue.db.rows(statements.forget_stale_watches())
         except Exception as exc:
             log.warning("prune failed: %s", _why(exc))
 

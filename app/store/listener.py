@@ -11,7 +11,7 @@ pooled connection to lease again (the long poll: ``app.leasing.long_poll``).
 Each notification is also handed to ``on_work`` (the fleet's view of which
 sessions have work) before anyone is woken.
 
-The same connection LISTENs on ``app.store.tokens.TOKENS_CHANNEL`` too: a
+The same connection LISTENs on ``app.store.statements.TOKENS_CHANNEL`` too: a
 revoked token's hash goes to ``on_token_revoked`` (the process's token cache),
 and each (re)connect calls ``on_token_revoked(None)``: forget every token, one
 revocation may have been missed while away.
@@ -28,7 +28,7 @@ clients. So the listener only ever connects to a direct URL
 ``listen_database_url``) it does not listen at all, and waiters fall back to
 the slow poll.
 
-The same connection LISTENs on ``app.store.outcomes.ENDED_CHANNEL`` too,
+The same connection LISTENs on ``app.store.statements.ENDED_CHANNEL`` too,
 whose payload lists the ids of leads that ended (``*``: many): it wakes the
 requests waiting for those leads' outcomes (``waiting_for``;
 ``app.domain.outcome``), capped at ``max_outcome_waiters``.
@@ -49,10 +49,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
-from app.store.outcomes import ENDED_CHANNEL, WAKE_ALL
 from app.store.pool import libpq_url
-from app.store.statements import NOTIFY_CHANNEL
-from app.store.tokens import TOKENS_CHANNEL
+from app.store.statements import ENDED_CHANNEL, NOTIFY_CHANNEL, TOKENS_CHANNEL, WAKE_ALL
 from leaseq.errors import Unavailable, first_line
 
 log = logging.getLogger("leaseq.listener")

@@ -31,8 +31,8 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.engine import URL, make_url
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.store.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
+from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from leaseq.limits import (
     MAX_ATTEMPTS,
     MAX_DELAY_S,
@@ -229,7 +229,7 @@ lead_counts = Table(
 
 
 # Scoped API tokens: a name, a role, a session pattern and the token's SHA-256, never the
-# token (revision 0008; app.store.tokens). A live token's name is unique; a revoked one's
+# token (revision 0008; app.store.statements.tokens). A live token's name is unique; a revoked one's
 # row stays for the audit.
 api_tokens = Table(
     "api_tokens",
@@ -313,7 +313,7 @@ CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION lease
 
 # Requests waiting for a lead's outcome (GET /leads/{id}?wait_s=n), one row each while they
 # wait, so the trigger leads_ended notifies only when someone may listen (revision 0010;
-# app.store.outcomes).
+# app.store.statements.outcomes).
 lead_waits = Table(
     "lead_waits",
     metadata,
@@ -326,7 +326,7 @@ lead_waits = Table(
 
 # Schedules (revision 0010): a lead pushed into ``session`` at each tick of ``cron`` in
 # ``timezone``; ``next_tick`` is the next one due, on the database clock, advanced by a
-# guarded UPDATE in the transaction that pushes the tick's lead (app.store.schedules).
+# guarded UPDATE in the transaction that pushes the tick's lead (app.store.statements.schedules).
 schedules = Table(
     "schedules",
     metadata,

@@ -4,12 +4,12 @@
 its leads go to, its cron expression and time zone, the lead pushed at each
 tick (as JSON), and ``next_tick``, the next tick due on the database clock.
 A tick is pushed by the transaction whose guarded UPDATE moves ``next_tick``
-on (``app.store.schedules``), so one process pushes it.
+on (``app.store.statements.schedules``), so one process pushes it.
 
 ``lead_waits`` and the trigger ``leads_ended``: a request held by ``GET
 /leads/{id}?wait_s=n`` writes a row while it waits; a statement that makes
 one of those leads terminal sends one NOTIFY on ``leaseq_ended`` naming them
-(``app.store.outcomes``). With no row in ``lead_waits`` the trigger sends
+(``app.store.statements.outcomes``). With no row in ``lead_waits`` the trigger sends
 nothing. On a Citus cluster the trigger is left out (a shard's trigger could
 not read a table of the coordinator): waiters there look again every
 ``poll_interval_s``.

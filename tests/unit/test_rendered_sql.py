@@ -7,8 +7,11 @@ import itertools
 import re
 from pathlib import Path
 
+import pytest
+
 from app.store import render
 from app.store.statements import REGISTRY
+from app.store.statements._build import statement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +68,28 @@ def test_no_module_outside_the_store_writes_placeholders() -> None:
         if "store" not in path.relative_to(ROOT / "app").parts and "%(" in path.read_text()
     ]
     assert outside == []
+
+
+def test_no_module_outside_the_store_runs_text_or_binds_a_dict() -> None:
+    """Outside app/store a statement is run as a built ``Statement``: ``rows(`` or
+    ``execute(`` given a string or a dict literal, or a ``params`` dict put together, is
+    the old way, text and parameters apart."""
+    by_hand = re.compile(
+        r"\b(?:rows|execute)\(\s*(?:[rf]?[\"'{]|[^()]*?,\s*(?:[rf]?[\"'{]|dict\())"
+        r"|\bparams\s*(?::[^=\n]+)?=\s*(?:\{|dict\()"
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in (ROOT / "app").rglob("*.py")
+        if "store" not in path.relative_to(ROOT / "app").parts
+        for match in by_hand.finditer(path.read_text())
+    ]
+    assert found == []
+
+
+def test_a_second_statement_of_a_name_is_refused() -> None:
+    def get() -> None:
+        """A second ``get``: ``Statement.name`` and the rendered files name one statement."""
+
+    with pytest.raises(TypeError, match="declared already"):
+        statement(lambda: "SELECT 1")(get)

@@ -5,8 +5,10 @@ binds parameters by hand.
 
 The statements live by concern: ``lease`` (the lease statements), ``leads`` (a lead's life
 after its lease), ``keys`` (idempotency), ``settings``, ``reads`` (counts and clocks) and
-``views`` (the report and the dashboard), written from ``fragments``. Each text, every
-variant of it, is rendered whole into ``app/store/sql/`` (``python -m app.store.render``).
+``views`` (the report and the dashboard), ``tokens`` (scoped tokens and the audit
+trail), ``schedules`` and ``outcomes`` (waiting for a lead's outcome), written from
+``fragments``. Each text, every variant of it, is rendered whole into ``app/store/sql/``
+(``python -m app.store.render``).
 
 Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's limits.
 """
@@ -50,6 +52,14 @@ from app.store.statements.lease import (
     promote,
     valid_leases,
 )
+from app.store.statements.outcomes import (
+    ENDED_CHANNEL,
+    WAKE_ALL,
+    forget_stale_watches,
+    unwatch,
+    watch,
+    watched,
+)
 from app.store.statements.reads import (
     autovacuum,
     db_now,
@@ -62,12 +72,32 @@ from app.store.statements.reads import (
     stats,
     stats_all,
 )
+from app.store.statements.schedules import (
+    schedule_delete,
+    schedule_fire,
+    schedule_get,
+    schedule_now,
+    schedule_put,
+    schedules_all,
+    schedules_due,
+)
 from app.store.statements.settings import (
     lock_timeout,
     settings_all,
     settings_barrier,
     settings_get,
     settings_put,
+)
+from app.store.statements.tokens import (
+    TOKENS_CHANNEL,
+    audit,
+    audit_trail,
+    lead_sessions,
+    sessions_like,
+    token_create,
+    token_lookup,
+    token_revoke,
+    tokens_listing,
 )
 from app.store.statements.views import (
     WINDOW_MINUTES,
@@ -81,17 +111,22 @@ from app.store.statements.views import (
 
 __all__ = [
     "DUE_PER_LEASE",
+    "ENDED_CHANNEL",
     "LEAD_COLUMNS",
     "MAX_SPAN_S",
     "NOTIFY_CHANNEL",
     "NOW",
     "OUTCOME_EVENTS",
     "REGISTRY",
+    "TOKENS_CHANNEL",
+    "WAKE_ALL",
     "WINDOW_MINUTES",
     "Builder",
     "Statement",
     "_claim_and_lease",
     "attempts_per_lead",
+    "audit",
+    "audit_trail",
     "autovacuum",
     "cancel",
     "claim_key",
@@ -102,10 +137,12 @@ __all__ = [
     "expiring",
     "failures",
     "fold_counts",
+    "forget_stale_watches",
     "forget_zero_counts",
     "get",
     "in_list",
     "lead_events",
+    "lead_sessions",
     "lease_group",
     "lease_limited",
     "lease_next",
@@ -125,8 +162,16 @@ __all__ = [
     "renew_many",
     "retry",
     "retry_failed",
+    "schedule_delete",
+    "schedule_fire",
+    "schedule_get",
+    "schedule_now",
+    "schedule_put",
+    "schedules_all",
+    "schedules_due",
     "schema_revision",
     "session_report",
+    "sessions_like",
     "settings_all",
     "settings_barrier",
     "settings_get",
@@ -135,5 +180,12 @@ __all__ = [
     "stats_all",
     "sweep",
     "text",
+    "token_create",
+    "token_lookup",
+    "token_revoke",
+    "tokens_listing",
+    "unwatch",
     "valid_leases",
+    "watch",
+    "watched",
 ]

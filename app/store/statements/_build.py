@@ -79,6 +79,8 @@ def statement(
 
     def register(signature: Callable[P, None]) -> Callable[P, Statement]:
         name = signature.__name__
+        if name in REGISTRY:
+            raise TypeError(f"{name}: a statement of that name is declared already")
         declared = inspect.signature(signature).parameters
         if missing := set(chosen) - set(declared):
             raise TypeError(f"{name}: the builder does not take the variants {missing}")

@@ -29,6 +29,7 @@ Knows nothing of HTTP; imports nothing of ``app``, only the model's statuses.
 
 from __future__ import annotations
 
+from app.store.statements._build import statement
 from leaseq.model import FINAL_STATUSES
 
 ENDED_CHANNEL = "leaseq_ended"
@@ -69,9 +70,7 @@ ENDED_TRIGGER = (
 )
 
 
-def watch() -> str:
-    """Say that requests wait for leads (``ids``: the waiters', ``lead_ids``, until ``waits``
-    seconds from now)."""
+def _watch() -> str:
     return """
 INSERT INTO lead_waits (id, lead_id, until)
 SELECT id, lead_id, now() + make_interval(secs => wait_s)
@@ -79,17 +78,35 @@ FROM unnest(%(ids)s::uuid[], %(lead_ids)s::bigint[], %(waits)s::float8[]) AS r(i
 """
 
 
-def watched() -> str:
-    """The leads watched, read after their watches committed: a lead that ended before a
-    trigger could see its watch is found ended here."""
+@statement(_watch)
+def watch(*, ids: list[str], lead_ids: list[int], waits: list[float]) -> None:
+    """Say that requests wait for leads (``ids``: the waiters', ``lead_ids``, until ``waits``
+    seconds from now)."""
+
+
+def _watched() -> str:
     return "SELECT l.* FROM leads AS l WHERE l.id = ANY(%(lead_ids)s::bigint[])"
 
 
-def unwatch() -> str:
-    """Those waits are over."""
+@statement(_watched)
+def watched(*, lead_ids: list[int]) -> None:
+    """The leads watched, read after their watches committed: a lead that ended before a
+    trigger could see its watch is found ended here."""
+
+
+def _unwatch() -> str:
     return "DELETE FROM lead_waits WHERE id = ANY(%(ids)s::uuid[])"
 
 
-def forget_stale_watches() -> str:
-    """Watches whose wait ended long ago (left by a process that stopped while waiting)."""
+@statement(_unwatch)
+def unwatch(*, ids: list[str]) -> None:
+    """Those waits are over."""
+
+
+def _forget_stale_watches() -> str:
     return "DELETE FROM lead_waits WHERE until < now() - interval '1 minute'"
+
+
+@statement(_forget_stale_watches)
+def forget_stale_watches() -> None:
+    """Watches whose wait ended long ago (left by a process that stopped while waiting)."""

@@ -16,17 +16,24 @@ nothing of HTTP; imports nothing of ``app``.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from app.store.statements._build import statement
+
 NOW = "coalesce(%(now)s::timestamptz, now())"
 COLUMNS = "name, session, cron, timezone, lead, next_tick, created_at, updated_at"
 
 
-def now() -> str:
-    """The database clock (or the injected instant): every tick is judged by it."""
+def _schedule_now() -> str:
     return f"SELECT {NOW} AS now"
 
 
-def put() -> str:
-    """Create or replace a schedule; returns it."""
+@statement(_schedule_now)
+def schedule_now(*, now: datetime | None) -> None:
+    """The database clock (or the injected instant): every tick is judged by it."""
+
+
+def _schedule_put() -> str:
     return f"""
 INSERT INTO schedules AS s (name, session, cron, timezone, lead, next_tick, created_at, updated_at)
 VALUES (%(name)s, %(session)s, %(cron)s, %(timezone)s, CAST(%(lead)s AS jsonb), %(next_tick)s,
@@ -38,21 +45,48 @@ RETURNING {COLUMNS}
 """
 
 
-def get() -> str:
+@statement(_schedule_put)
+def schedule_put(
+    *,
+    name: str,
+    session: str,
+    cron: str,
+    timezone: str,
+    lead: str,
+    next_tick: datetime,
+    now: datetime | None,
+) -> None:
+    """Create or replace a schedule; returns it."""
+
+
+def _schedule_get() -> str:
     return f"SELECT {COLUMNS} FROM schedules WHERE name = %(name)s"
 
 
-def all_schedules() -> str:
+@statement(_schedule_get)
+def schedule_get(*, name: str) -> None:
+    """One schedule by name."""
+
+
+def _schedules_all() -> str:
     return f"SELECT {COLUMNS} FROM schedules ORDER BY name"
 
 
-def delete() -> str:
+@statement(_schedules_all)
+def schedules_all() -> None:
+    """Every schedule, by name."""
+
+
+def _schedule_delete() -> str:
     return "DELETE FROM schedules WHERE name = %(name)s RETURNING name"
 
 
-def due() -> str:
-    """Schedules whose next tick has come, with the instant that judged it (index
-    schedules_next_tick: one probe when none is due)."""
+@statement(_schedule_delete)
+def schedule_delete(*, name: str) -> None:
+    """Delete a schedule; its name when there was one."""
+
+
+def _schedules_due() -> str:
     return f"""
 SELECT {COLUMNS}, {NOW} AS now FROM schedules
 WHERE next_tick <= {NOW}
@@ -61,9 +95,13 @@ LIMIT %(limit)s
 """
 
 
-def fire() -> str:
-    """Move a due schedule's ``next_tick`` from ``tick_was`` to ``next_tick`` and push its
-    lead with ``key``, in one statement; no row when another process moved it first."""
+@statement(_schedules_due)
+def schedules_due(*, limit: int, now: datetime | None) -> None:
+    """Schedules whose next tick has come, with the instant that judged it (index
+    schedules_next_tick: one probe when none is due)."""
+
+
+def _schedule_fire() -> str:
     return f"""
 WITH advanced AS (
     UPDATE schedules
@@ -81,3 +119,17 @@ SELECT leaseq_push(
 ) AS lead_id
 FROM advanced
 """
+
+
+@statement(_schedule_fire)
+def schedule_fire(
+    *,
+    name: str,
+    tick_was: datetime,
+    next_tick: datetime,
+    key: str,
+    max_attempts: int,
+    now: datetime | None,
+) -> None:
+    """Move a due schedule's ``next_tick`` from ``tick_was`` to ``next_tick`` and push its
+    lead with ``key``, in one statement; no row when another process moved it first."""

@@ -6,14 +6,14 @@ revoked hash, so every API process's cache (``app.domain.tokens``) drops it at
 once. ``last_used_at`` is written by the lookup itself, at most once a minute
 per token (``TOUCH_EVERY_S``), so checking a token is never a write per request.
 
-The rules of the same conventions as ``app.store.statements``: bound
+Typed builders as the rest of ``app.store.statements``: bound
 parameters only, the database's clock, one statement per change. Knows
 nothing of HTTP.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from app.store.statements._build import statement
 
 TOKENS_CHANNEL = "leaseq_tokens"
 TOUCH_EVERY_S = 60
@@ -21,9 +21,7 @@ TOUCH_EVERY_S = 60
 TOKEN_COLUMNS = "name, role, sessions, created_at, expires_at, last_used_at, revoked_at"
 
 
-@cache
-def create() -> str:
-    """Store a token; no row when a live token already has the name."""
+def _token_create() -> str:
     return f"""
 INSERT INTO api_tokens (name, role, sessions, hash, expires_at)
 VALUES (%(name)s, %(role)s, %(sessions)s, %(hash)s,
@@ -33,11 +31,14 @@ RETURNING {TOKEN_COLUMNS}
 """
 
 
-@cache
-def lookup() -> str:
-    """The live token with this hash and how long it stays valid (``valid_s``, on the
-    database clock; NULL: no expiry); none when unknown, revoked or expired. Stamps
-    ``last_used_at`` in the same statement when it is older than ``TOUCH_EVERY_S``."""
+@statement(_token_create)
+def token_create(
+    *, name: str, role: str, sessions: str, hash: str, expires_s: float | None
+) -> None:
+    """Store a token; no row when a live token already has the name."""
+
+
+def _token_lookup() -> str:
     return f"""
 WITH live AS (
     SELECT name, role, sessions, expires_at, last_used_at FROM api_tokens
@@ -54,15 +55,23 @@ FROM live
 """
 
 
-@cache
-def listing() -> str:
-    """Every token, live or not, newest first (never a hash)."""
+@statement(_token_lookup)
+def token_lookup(*, hash: str) -> None:
+    """The live token with this hash and how long it stays valid (``valid_s``, on the
+    database clock; NULL: no expiry); none when unknown, revoked or expired. Stamps
+    ``last_used_at`` in the same statement when it is older than ``TOUCH_EVERY_S``."""
+
+
+def _tokens_listing() -> str:
     return f"SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY created_at DESC, name"
 
 
-@cache
-def revoke() -> str:
-    """Revoke the live token of a name, and tell every process's cache (the hash)."""
+@statement(_tokens_listing)
+def tokens_listing() -> None:
+    """Every token, live or not, newest first (never a hash)."""
+
+
+def _token_revoke() -> str:
     return f"""
 WITH revoked AS (
     UPDATE api_tokens SET revoked_at = now()
@@ -75,32 +84,51 @@ FROM revoked
 """
 
 
-@cache
-def audit() -> str:
-    """One operator action in the audit trail, by the database clock."""
+@statement(_token_revoke)
+def token_revoke(*, name: str) -> None:
+    """Revoke the live token of a name, and tell every process's cache (the hash)."""
+
+
+def _audit() -> str:
     return """
 INSERT INTO operator_actions (token, action, session, lead_id, detail)
 VALUES (%(token)s, %(action)s, %(session)s, %(lead_id)s, %(detail)s)
 """
 
 
-@cache
-def audit_trail() -> str:
-    """The audit trail, newest first, at most ``limit`` rows."""
+@statement(_audit)
+def audit(
+    *, token: str, action: str, session: str | None, lead_id: int | None, detail: str | None
+) -> None:
+    """One operator action in the audit trail, by the database clock."""
+
+
+def _audit_trail() -> str:
     return """
 SELECT id, at, token, action, session, lead_id, detail FROM operator_actions
 ORDER BY id DESC LIMIT %(limit)s
 """
 
 
-@cache
-def lead_sessions() -> str:
-    """The session of each of these leads (a lead's session never changes)."""
+@statement(_audit_trail)
+def audit_trail(*, limit: int) -> None:
+    """The audit trail, newest first, at most ``limit`` rows."""
+
+
+def _lead_sessions() -> str:
     return "SELECT id, session FROM leads WHERE id = ANY(%(ids)s::bigint[])"
 
 
-@cache
-def sessions_like() -> str:
+@statement(_lead_sessions)
+def lead_sessions(*, ids: list[int]) -> None:
+    """The session of each of these leads (a lead's session never changes)."""
+
+
+def _sessions_like() -> str:
+    return "SELECT DISTINCT session FROM lead_counts WHERE session LIKE %(like)s"
+
+
+@statement(_sessions_like)
+def sessions_like(*, like: str) -> None:
     """The sessions with leads whose names match an SQL LIKE pattern (``lead_counts``:
     its cost follows the sessions, not the leads)."""
-    return "SELECT DISTINCT session FROM lead_counts WHERE session LIKE %(like)s"

@@ -1,0 +1,97 @@
+-- The statements of app.store.statements.schedules, as PostgreSQL gets them.
+-- Written by `python -m app.store.render`; do not edit.
+
+-- ========================================================================================
+-- schedule_now
+--
+-- The database clock (or the injected instant): every tick is judged by it.
+--
+-- parameters: now
+
+-- name: schedule_now
+SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+
+-- ========================================================================================
+-- schedule_put
+--
+-- Create or replace a schedule; returns it.
+--
+-- parameters: name, session, cron, timezone, lead, next_tick, now
+
+-- name: schedule_put
+INSERT INTO schedules AS s (name, session, cron, timezone, lead, next_tick, created_at, updated_at)
+VALUES (%(name)s, %(session)s, %(cron)s, %(timezone)s, CAST(%(lead)s AS jsonb), %(next_tick)s,
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (name) DO UPDATE
+SET session = excluded.session, cron = excluded.cron, timezone = excluded.timezone,
+    lead = excluded.lead, next_tick = excluded.next_tick, updated_at = excluded.updated_at
+RETURNING name, session, cron, timezone, lead, next_tick, created_at, updated_at;
+
+-- ========================================================================================
+-- schedule_get
+--
+-- One schedule by name.
+--
+-- parameters: name
+
+-- name: schedule_get
+SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at FROM schedules WHERE name = %(name)s;
+
+-- ========================================================================================
+-- schedules_all
+--
+-- Every schedule, by name.
+--
+-- parameters: none
+
+-- name: schedules_all
+SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at FROM schedules ORDER BY name;
+
+-- ========================================================================================
+-- schedule_delete
+--
+-- Delete a schedule; its name when there was one.
+--
+-- parameters: name
+
+-- name: schedule_delete
+DELETE FROM schedules WHERE name = %(name)s RETURNING name;
+
+-- ========================================================================================
+-- schedules_due
+--
+-- Schedules whose next tick has come, with the instant that judged it (index
+-- schedules_next_tick: one probe when none is due).
+--
+-- parameters: limit, now
+
+-- name: schedules_due
+SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at, coalesce(%(now)s::timestamptz, now()) AS now FROM schedules
+WHERE next_tick <= coalesce(%(now)s::timestamptz, now())
+ORDER BY next_tick, name
+LIMIT %(limit)s;
+
+-- ========================================================================================
+-- schedule_fire
+--
+-- Move a due schedule's ``next_tick`` from ``tick_was`` to ``next_tick`` and push its
+-- lead with ``key``, in one statement; no row when another process moved it first.
+--
+-- parameters: name, tick_was, next_tick, key, max_attempts, now
+
+-- name: schedule_fire
+WITH advanced AS (
+    UPDATE schedules
+    SET next_tick = %(next_tick)s, updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE name = %(name)s AND next_tick = %(tick_was)s
+    RETURNING session, lead
+)
+SELECT leaseq_push(
+    session,
+    lead -> 'payload',
+    coalesce((lead ->> 'priority')::integer, 0),
+    %(key)s,
+    coalesce((lead ->> 'delay_s')::float8, 0),
+    %(max_attempts)s::integer
+) AS lead_id
+FROM advanced;
