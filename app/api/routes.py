@@ -33,6 +33,7 @@ from app.api.schemas import (
     LeadOut,
     LeaseIn,
     LeasesOut,
+    PauseIn,
     PushIn,
     PushOut,
     ReleaseIn,
@@ -286,11 +287,15 @@ async def complete_batch(
 async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`. On its last
     attempt (`attempts` reached `max_attempts`) it fails instead, its error saying so
-    (and carrying `error`, the holder's reason, when given).
+    (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
+    "the upstream answered 429") the lead is queued whatever its attempt, this lease does
+    not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
 
     409 `lease_lost` when the lease is no longer valid."""
     with counting_lost("release"):
-        lead = await queue.release(body.lead_id, body.token, body.delay_s, error=body.error)
+        lead = await queue.release(
+            body.lead_id, body.token, body.delay_s, error=body.error, throttle_s=body.throttle_s
+        )
     metrics.RELEASES.inc()
     return LeadAnswer.of(lead)
 
@@ -352,6 +357,30 @@ async def put_settings(session: SessionPath, body: SettingsIn, queue: QueueDep) 
     every lease that begins after it answers, through every API process."""
     settings = SessionSettings(**body.model_dump())
     return SettingsOut.of(await queue.put_settings(session, settings))
+
+
+@router.post(
+    "/sessions/{session}/pause",
+    tags=["operators"],
+    responses=responses(*BODY_PROBLEMS),
+)
+async def pause(session: SessionPath, queue: QueueDep, body: PauseIn | None = None) -> SettingsOut:
+    """Pause the session: no lease of it begins until `for_s` seconds from now (database
+    clock), or until resumed without it. Leases held go on. It binds every lease that begins
+    after it answers, through every API process. Answers the settings, with `paused_until`."""
+    for_s = None if body is None else body.for_s
+    return SettingsOut.of(await queue.pause(session, for_s))
+
+
+@router.post(
+    "/sessions/{session}/resume",
+    tags=["operators"],
+    responses=responses("validation_error", "unavailable"),
+)
+async def resume(session: SessionPath, queue: QueueDep) -> SettingsOut:
+    """End the session's pause (an operator's or a throttled release's); its waiting leases
+    wake. Answers the settings."""
+    return SettingsOut.of(await queue.resume(session))
 
 
 @router.get(

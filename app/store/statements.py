@@ -52,8 +52,10 @@ TERMINAL = in_list(FINAL_STATUSES)
 LEAD_COLUMNS = (
     "id, session, priority, payload, key, depth, parent_id, status, owner, attempts, "
     "max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, "
-    "checkpoint"
+    "checkpoint, concurrency_key, max_runtime_s"
 )
+# A lease statement's row: the lead, the lease's token, and where its maximum runtime ends.
+LEASE_COLUMNS = f"{LEAD_COLUMNS}, lease_token, runtime_ends_at"
 
 _EVENT_COLUMNS = "lead_id, session, event, status, attempt, owner, at, expires_at"
 
@@ -85,8 +87,10 @@ WITH input AS (
     SELECT * FROM unnest(
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
-        %(delays)s::float8[]
-    ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -94,10 +98,12 @@ numbered AS (
 ),
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
-                       available_at, scheduled, created_at, updated_at)
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}
+           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
+           max_runtime_s
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -165,7 +171,7 @@ def _limited_gate() -> str:
 
 def _gated_answer() -> str:
     """Each lead leased, or one row of NULLs; every row says whether the gate held."""
-    return f"""SELECT {LEAD_COLUMNS}, lease_token, gate.limited
+    return f"""SELECT {LEASE_COLUMNS}, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id"""
 
@@ -209,16 +215,29 @@ def _claim_and_lease(
     after: str,
     answer: str,
     holder: tuple[str, str] = _ONE_HOLDER,
+    picked: str | None = None,
 ) -> str:
     """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
     claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
     ``answer``. The leads are numbered in lease order (``n``, for the token, and the
     ``holder``: owner and ttl expressions). ``clock`` is the SQL for the instant the lease
-    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock)."""
+    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock). ``picked``: how the leads are
+    chosen among the candidates (``_KEYED_PICK``); by default the best ``limit``.
+
+    A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
+    maximum runtime (``_RUNTIME_ENDS``), and its lease never lasts past it."""
     owner, ttl = holder
+    picked = (
+        picked
+        or f"""SELECT id, priority FROM {_CANDIDATES}
+    ORDER BY priority DESC, id
+    LIMIT {limit}"""
+    )
+    only_if = f"{only_if} {_NOT_PAUSED}"
+    ends = _RUNTIME_ENDS.format(clock=clock)
     return f"""
-WITH {before}ready AS (
-    SELECT id, priority FROM leads
+WITH {_PAUSED.format(clock=clock)}{before}ready AS (
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
       AND available_at <= {clock} {only_if}
     ORDER BY priority DESC, id
@@ -226,16 +245,14 @@ WITH {before}ready AS (
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND scheduled AND available_at <= {clock} {only_if}
     ORDER BY available_at
     LIMIT {PROMOTE_BATCH}
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
-    ORDER BY priority DESC, id
-    LIMIT {limit}
+    {picked}
 ),
 numbered AS (
     SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
@@ -248,8 +265,8 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = {clock} + make_interval(secs => {ttl}),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = {ends},
+        lease_expires_at = least({clock} + make_interval(secs => {ttl}), {ends}),
         updated_at = {clock}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -258,6 +275,51 @@ leased AS (
 ){after}{_ledger("leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock)}
 {answer}
 """
+
+
+# -- flow control (docs/contract.md#flow-control): named fragments of the lease statements --
+
+# A session paused now (``paused_until``, on the statement's clock): its leases claim nothing.
+_PAUSED = """paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > {clock}
+),
+"""
+_NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
+# Where the maximum runtime of an attempt leased at ``clock`` ends: the lead's own, else its
+# session's default; NULL (no maximum) when neither is set.
+_RUNTIME_ENDS = """{clock} + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))"""
+# The candidates of a lease: its ready and due leads.
+_CANDIDATES = "(SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates"
+# A session with max_leased_per_key (``lease_limited``, under the session's lock): the leads
+# of each key leased now (index ``leads_leased_keys``: the leased leads, never the waiting).
+_KEYS_HELD = """keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
+"""
+# Its claim passes over the leads of the keys at their cap (so they hold up no other key) ...
+_KEY_HAS_ROOM = """AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings)))"""
+# ... and takes, of each key, no more than the room left under the cap.
+_KEYED_PICK = f"""SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM {_CANDIDATES}
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY priority DESC, id
+    LIMIT {{limit}}"""
+# A pause without an end: shown as this instant, far in the future.
+FOREVER = "'9999-12-31 00:00:00+00'::timestamptz"
+# When a session's pause ends, NULL when it is not paused now (settings and stats show it).
+PAUSED_UNTIL = f"CASE WHEN paused_until > {NOW} THEN paused_until END AS paused_until"
 
 
 @cache
@@ -338,12 +400,29 @@ WITH req AS (
 ),{_LOCKED if skip_locked else ""}
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW},
-        checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least({NOW} + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = {NOW}, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}{_ONLY_LOCKED if skip_locked else ""}
-    RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s
 ){answer}"""
+
+
+# The seconds a renewal granted: its ttl, or less where the maximum runtime ends first (a
+# lease never lasts past it, so a renewal after it finds the lease expired, lease_lost).
+_GRANTED = f"""CASE WHEN l.runtime_ends_at < {NOW} + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - {NOW})::float8 ELSE req.ttl_s END"""
+
+
+@cache
+def runtime_ran_out() -> str:
+    """Which of the given leases (lead id, token) ended at their maximum runtime, and are not
+    yet swept: why their renewal was refused."""
+    return f"""
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= {NOW}
+"""
 
 
 _ONLY_LOCKED = " AND l.id IN (SELECT id FROM locked)"
@@ -419,8 +498,13 @@ def release(ledger: bool) -> str:
     On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
     instead (SPEC invariant 7), with an error that says why: the release's own
     ``error`` when given, after "released on attempt n of m".
+
+    ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
+    attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
+    session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
+    all in this statement, so only a valid lease pauses its session.
     """
-    last = "l.attempts >= l.max_attempts"
+    last = f"{_LAST_ATTEMPT} AND %(throttle_s)s::float8 IS NULL"
     return f"""
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
@@ -436,16 +520,30 @@ released AS (
         available_at = CASE WHEN {last} THEN l.available_at
                             ELSE {NOW} + make_interval(secs => %(delay_s)s::float8) END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {_VALID_LEASE}
     RETURNING l.*
-){_ledger("released", "released", enabled=ledger)}
+),{_THROTTLED}{_ledger("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
-       CASE WHEN status = 'queued' AND NOT scheduled
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END AS notified
 FROM released
 """
+
+
+# A lease on its lead's last attempt: the leases ended by a throttled release are not counted.
+_LAST_ATTEMPT = "l.attempts - l.throttles >= l.max_attempts"
+# A throttled release pauses its lead's session (a row of its own if it had none).
+_THROTTLED = f"""
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT session, {NOW} + make_interval(secs => %(throttle_s)s::float8), {NOW} FROM released
+    WHERE %(throttle_s)s::float8 IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+)"""
 
 
 @cache
@@ -469,8 +567,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN {_LAST_ATTEMPT} THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN {_LAST_ATTEMPT}
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}
@@ -559,7 +657,7 @@ SELECT count(*) AS pruned FROM pruned
 def valid_leases() -> str:
     """Those of the given leases (lead id and token) that are still valid, in leasing order."""
     return f"""
-SELECT {_qualified(LEAD_COLUMNS)}, l.lease_token
+SELECT {_qualified(LEAD_COLUMNS)}, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND {_VALID_LEASE}
 ORDER BY l.priority DESC, l.id
@@ -634,7 +732,8 @@ WITH counted AS (
     SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
     GROUP BY status HAVING sum(n) <> 0
 )
-SELECT counted.status, counted.n, {_age("oldest.at")} AS age_s
+SELECT counted.status, counted.n, {_age("oldest.at")} AS age_s,
+       (SELECT {PAUSED_UNTIL} FROM session_settings WHERE session = %(session)s)
 FROM (SELECT {_oldest_available("%(session)s")} AS at) AS oldest LEFT JOIN counted ON true
 """
 
@@ -647,6 +746,12 @@ def stats_all() -> str:
 SELECT session, status, sum(n)::bigint AS n FROM lead_counts
 GROUP BY session, status HAVING sum(n) <> 0
 """
+
+
+@cache
+def paused_all() -> str:
+    """The sessions paused now, and until when."""
+    return f"SELECT session, paused_until FROM session_settings WHERE paused_until > {NOW}"
 
 
 @cache
@@ -858,11 +963,11 @@ ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
 # -- fleets: settings per session, limited leases, the scaling signal (app.leasing.fleet) ----
 
 # A session whose leases are held to a cap or a rate: leased under its settings' lock.
-LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
+LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)"
 # The limited lease's clock: the statement's start, after the lock was granted, so
 # leases of one session are stamped in the order they took the lock.
 LOCKED_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
-SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst"
+SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s"
 # The longest span of time a statement works with, in seconds (about 31,700 years): any two
 # finite timestamps are closer; only an infinite one, written by hand, is further.
 MAX_SPAN_S = 1e12
@@ -880,7 +985,7 @@ def _within(column: str, low: float, high: float) -> str:
 SETTINGS = (
     f"{_within('weight', MIN_WEIGHT, MAX_WEIGHT)} AS weight, max_leased, "
     f"{_within('rate_per_s', MIN_RATE_PER_S, MAX_RATE_PER_S)} AS rate_per_s, "
-    f"{_within('burst', MIN_BURST, MAX_BURST)} AS burst"
+    f"{_within('burst', MIN_BURST, MAX_BURST)} AS burst, max_leased_per_key, max_runtime_s"
 )
 
 
@@ -926,13 +1031,13 @@ WHERE o.at IS NOT NULL
 @cache
 def settings_get() -> str:
     """One session's settings; no row: the defaults."""
-    return f"SELECT {SETTINGS} FROM session_settings WHERE session = %(session)s"
+    return f"SELECT {SETTINGS}, {PAUSED_UNTIL} FROM session_settings WHERE session = %(session)s"
 
 
 @cache
 def settings_all() -> str:
     """Every session's settings that an operator set (a small table: one row per such session)."""
-    return f"SELECT session, {SETTINGS} FROM session_settings ORDER BY session"
+    return f"SELECT session, {SETTINGS}, {PAUSED_UNTIL} FROM session_settings ORDER BY session"
 
 
 @cache
@@ -959,16 +1064,44 @@ def settings_put() -> str:
     burst); a rate newly set starts with a full bucket; no rate, no bucket."""
     return f"""
 INSERT INTO session_settings AS s (session, {SETTINGS_COLUMNS}, updated_at)
-VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s, {NOW})
+VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s,
+        %(max_leased_per_key)s, %(max_runtime_s)s, {NOW})
 ON CONFLICT (session) DO UPDATE SET
     weight = excluded.weight, max_leased = excluded.max_leased,
     rate_per_s = excluded.rate_per_s, burst = excluded.burst,
+    max_leased_per_key = excluded.max_leased_per_key, max_runtime_s = excluded.max_runtime_s,
     tokens = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                   THEN s.tokens END,
     refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                        THEN s.refilled_at END,
     updated_at = {NOW}
-RETURNING {SETTINGS}
+RETURNING {SETTINGS}, {PAUSED_UNTIL}
+"""
+
+
+@cache
+def pause() -> str:
+    """Pause a session until now + ``for_s`` (NULL: until resumed, shown as ``FOREVER``); its
+    settings. A lease statement that begins after this commits reads the pause."""
+    return f"""
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s,
+        coalesce({NOW} + make_interval(secs => %(for_s)s::float8), {FOREVER}), {NOW})
+ON CONFLICT (session) DO UPDATE SET paused_until = excluded.paused_until
+RETURNING {SETTINGS}, {PAUSED_UNTIL}
+"""
+
+
+@cache
+def resume() -> str:
+    """End a session's pause; its settings (no row: it had none). Wakes its waiting leases."""
+    return f"""
+WITH resumed AS (
+    UPDATE session_settings SET paused_until = NULL WHERE session = %(session)s RETURNING *
+)
+SELECT {SETTINGS}, NULL::timestamptz AS paused_until,
+       pg_notify('{NOTIFY_CHANNEL}', session) AS notified
+FROM resumed
 """
 
 
@@ -1000,7 +1133,7 @@ def lease_limited(ledger: bool) -> str:
     SELECT {SETTINGS}, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
-    SELECT max_leased, rate_per_s,
+    SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
            greatest(0, {_seconds_between("refilled_at", LOCKED_NOW)}) AS elapsed_s
     FROM stored
@@ -1017,7 +1150,7 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
-room AS (
+{_KEYS_HELD}room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
         WHERE session = %(session)s AND status = 'leased')::bigint AS n
@@ -1027,15 +1160,16 @@ allowance AS (
         ::int AS n
 ),
 """,
-        only_if="",
+        only_if=_KEY_HAS_ROOM,
         limit="(SELECT n FROM allowance)",
+        picked=_KEYED_PICK.format(limit="(SELECT n FROM allowance)"),
         after=f""",
 spent AS (
     UPDATE session_settings AS s
     SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = {LOCKED_NOW}
     FROM bucket WHERE s.session = %(session)s
 )""",
-        answer=f"""SELECT {LEAD_COLUMNS}, lease_token, gate.*
+        answer=f"""SELECT {LEASE_COLUMNS}, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true
