@@ -26,9 +26,20 @@ LEAD_KEYS = {
     "depth",
     "parent_id",
     "checkpoint",
+    "concurrency_key",
+    "max_runtime_s",
 }
 LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
-COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending", "oldest_available_age_s"}
+COUNT_KEYS = {
+    "queued",
+    "leased",
+    "done",
+    "failed",
+    "cached",
+    "pending",
+    "oldest_available_age_s",
+    "paused_until",
+}
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
 
@@ -94,7 +105,9 @@ def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.headers["content-type"].startswith("application/problem+json")
     body = response.json()
     assert isinstance(body, dict)
-    assert {"type", "title", "status", "code"} <= set(body) <= PROBLEM_KEYS | {"errors"}, body
+    assert (
+        {"type", "title", "status", "code"} <= set(body) <= PROBLEM_KEYS | {"errors", "reason"}
+    ), body
     assert body["status"] == status and body["code"] == code, body
     assert isinstance(body["type"], str) and isinstance(body["title"], str)
     if status == 503:

@@ -18,7 +18,15 @@ from tests.api.test_metrics import samples, value
 from tests.serving import Service
 from tests.support import CONNECTION_LOST, UNSERVABLE, unservable
 
-SETTINGS = {"weight": 1.0, "max_leased": None, "rate_per_s": None, "burst": None}
+SETTINGS = {
+    "weight": 1.0,
+    "max_leased": None,
+    "rate_per_s": None,
+    "burst": None,
+    "max_leased_per_key": None,
+    "max_runtime_s": None,
+    "paused_until": None,
+}
 
 
 async def push(client: httpx.AsyncClient, session: str, n: int) -> list[int]:
