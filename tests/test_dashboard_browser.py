@@ -361,6 +361,26 @@ def test_a_leads_page_its_ledger_the_session_search_and_retry_all_failed(
         events = http.get(f"/leads/{failing_id}/events").json()["events"]
         assert events[-1]["event"] == "retried"
 
+        # ... and pauses and resumes it (SPEC "Flow control": a button each).
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent === 'leasing'",
+            timeout=WAIT_MS,
+        )
+        page.click("#pause-session")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent"
+            " === 'paused until resumed'",
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/sessions/{SESSION}/settings").json()["paused_until"] is not None
+        assert http.post("/lease", json={"session": SESSION, "owner": "w"}).json()["leases"] == []
+        page.click("#resume-session")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent === 'leasing'",
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/sessions/{SESSION}/settings").json()["paused_until"] is None
+
         # Nothing hostile ran or became markup, and the page asked nobody but the service.
         assert dialogs == [] and page.evaluate("window.pwned") is None
         assert page.locator("main img, main script").count() == 0

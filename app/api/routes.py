@@ -362,12 +362,14 @@ async def put_settings(session: SessionPath, body: SettingsIn, queue: QueueDep) 
 @router.post(
     "/sessions/{session}/pause",
     tags=["operators"],
-    responses=responses(*BODY_PROBLEMS),
+    dependencies=SameSite,
+    responses=responses("forbidden", *BODY_PROBLEMS),
 )
 async def pause(session: SessionPath, queue: QueueDep, body: PauseIn | None = None) -> SettingsOut:
     """Pause the session: no lease of it begins until `for_s` seconds from now (database
     clock), or until resumed without it. Leases held go on. It binds every lease that begins
-    after it answers, through every API process. Answers the settings, with `paused_until`."""
+    after it answers, through every API process. Answers the settings, with `paused_until`.
+    A browser's cross-site request (the body is optional) is refused 403."""
     for_s = None if body is None else body.for_s
     return SettingsOut.of(await queue.pause(session, for_s))
 
@@ -375,7 +377,8 @@ async def pause(session: SessionPath, queue: QueueDep, body: PauseIn | None = No
 @router.post(
     "/sessions/{session}/resume",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    dependencies=SameSite,
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def resume(session: SessionPath, queue: QueueDep) -> SettingsOut:
     """End the session's pause (an operator's or a throttled release's); its waiting leases

@@ -180,3 +180,16 @@ async def test_a_hostile_throttle_is_422_and_releases_nothing(
     shapes.problem(answer, 422, "validation_error")
     assert (await client.get(f"/leads/{lead_id}")).json()["status"] == "leased"
     assert (await client.get("/sessions/s/settings")).json()["paused_until"] is None
+
+
+CROSS_SITE = ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"})
+
+
+async def test_a_cross_site_browser_can_neither_pause_nor_resume(client: httpx.AsyncClient) -> None:
+    for headers in CROSS_SITE:
+        shapes.problem(await client.post("/sessions/s/pause", headers=headers), 403, "forbidden")
+    assert (await client.get("/sessions/s/settings")).json()["paused_until"] is None
+    await client.post("/sessions/s/pause")
+    for headers in CROSS_SITE:
+        shapes.problem(await client.post("/sessions/s/resume", headers=headers), 403, "forbidden")
+    assert (await client.get("/sessions/s/settings")).json()["paused_until"] is not None

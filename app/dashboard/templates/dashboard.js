@@ -251,6 +251,12 @@
     $("session-counts").tBodies[0].replaceChildren(tr);
     $("retry-failed").disabled = counts.failed === 0;
     $("retry-failed").textContent = "retry all failed (" + counts.failed + ")";
+    const paused = counts.paused_until;
+    $("session-paused").textContent = paused
+      ? "paused until " + (paused.startsWith("9999") ? "resumed" : new Date(paused).toLocaleString())
+      : "leasing";
+    $("pause-session").disabled = Boolean(paused);
+    $("resume-session").disabled = !paused;
   }
 
   // What the fragment asks for: {kind: "overview" | "lead" | "session", ...}.
@@ -355,6 +361,23 @@
     await refresh();
   }
 
+  // Pause or resume the session on view (the answer is its settings, paused_until in them).
+  async function pauseOrResume(action) {
+    const v = view();
+    if (v.kind !== "session") return;
+    const b = $(action + "-session");
+    b.disabled = true;
+    const response = await fetch("sessions/" + encodeURIComponent(v.name) + "/" + action,
+      { method: "POST", headers: headers() });
+    if (!response.ok) {
+      $("status").textContent = action + " of " + v.name + " refused: " + await problem(response);
+      $("status").className = "bad";
+      b.disabled = false;
+      return;
+    }
+    await refresh();
+  }
+
   async function operate(action, leadId, b) {
     b.disabled = true;
     const response = await fetch("leads/" + leadId + "/" + action, { method: "POST", headers: headers() });
@@ -388,6 +411,8 @@
     typing = setTimeout(() => { search = $("session-search").value.trim(); refresh(); }, 250);
   });
   $("retry-failed").addEventListener("click", retryFailed);
+  $("pause-session").addEventListener("click", () => pauseOrResume("pause"));
+  $("resume-session").addEventListener("click", () => pauseOrResume("resume"));
   window.addEventListener("hashchange", () => {
     $("retry-failed-result").textContent = "";
     refresh();
