@@ -539,8 +539,8 @@ _LAST_ATTEMPT = "l.attempts - l.throttles >= l.max_attempts"
 _THROTTLED = f"""
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT session, {NOW} + make_interval(secs => %(throttle_s)s::float8), {NOW} FROM released
-    WHERE %(throttle_s)s::float8 IS NOT NULL
+    SELECT released.session, {NOW} + make_interval(secs => cooldown.s), {NOW}
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
     ON CONFLICT (session) DO UPDATE
         SET paused_until = greatest(s.paused_until, excluded.paused_until)
 )"""
