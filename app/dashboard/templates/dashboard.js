@@ -79,6 +79,11 @@
       : s.rate_per_s + "/s" + (s.burst === null ? "" : " ×" + s.burst), "rate"));
     tr.appendChild(spark(s.completed_per_minute));
     tr.appendChild(cell(s.wasted, s.wasted > 0 ? "wasted warn" : "wasted"));
+    const flow = [];
+    if (s.paused_until) flow.push("paused");
+    if (s.max_leased_per_key !== null && s.max_leased_per_key !== undefined) flow.push(s.max_leased_per_key + " per key");
+    if (s.max_runtime_s !== null && s.max_runtime_s !== undefined) flow.push("runtime " + age(s.max_runtime_s));
+    tr.appendChild(cell(flow.length ? flow.join(", ") : null, s.paused_until ? "flow warn" : "flow"));
     return tr;
   }
 
