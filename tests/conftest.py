@@ -30,10 +30,10 @@ from app.config import Settings
 from app.domain.queue import Queue
 from app.store import migrate
 from app.store.pool import Database, libpq_url
-from tests import browser as browsers
-from tests import system
-from tests.serving import Service, Services
-from tests.worker_support import fresh_database
+from tests.support import browser as browsers
+from tests.support import system
+from tests.support.serving import Service, Services
+from tests.support.worker_support import fresh_database
 
 RUN_SLOW = "--run-slow"
 _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
@@ -207,6 +207,6 @@ def chromium_program() -> str:
 
 @pytest.fixture
 def browser(chromium_program: str) -> Iterator[Any]:
-    """A headless Chromium (``tests.browser``)."""
+    """A headless Chromium (``tests.support.browser``)."""
     with browsers.chromium(chromium_program) as launched:
         yield launched

@@ -1,9 +1,9 @@
 """OpenAPI links: how the answer of one call feeds the next (push → lease → renew → complete).
 
 They document a lead's life in ``/openapi.json`` and let a stateful fuzzer
-(tests/api/test_fuzz_stateful.py) follow it with real ids and tokens. Links
-name their target by the operationId FastAPI generated, looked up in the
-document itself, so they follow the routes.
+(tests/api/test_fuzz.py::test_lead_lives_that_follow_the_links) follow it with
+real ids and tokens. Links name their target by the operationId FastAPI
+generated, looked up in the document itself, so they follow the routes.
 """
 
 from __future__ import annotations

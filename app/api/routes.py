@@ -92,8 +92,9 @@ async def not_cross_site(request: Request) -> None:
     """Refuse an operator POST a browser sends from another site's page (CSRF).
 
     Browsers say where a request comes from (``Sec-Fetch-Site``, else
-    ``Origin``); other clients send neither and pass, so SPEC's bodiless
-    cancel and retry keep working from curl and the client library. With API
+    ``Origin``); other clients send neither and pass, so the bodiless cancel and
+    retry (docs/contract.md#a-lead-by-id) keep working from curl and the client
+    library. With API
     tokens on, the bearer header already stops a cross-site form.
     """
     fetch_site = request.headers.get("sec-fetch-site")

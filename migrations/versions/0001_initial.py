@@ -2,7 +2,7 @@
 
 Frozen: every table, column, constraint, index and storage parameter is
 spelled out here, so this revision builds the same schema whatever ``app.db``
-later says. ``tests/test_migrations.py`` compares what it builds with the
+later says. ``tests/integration/test_migrations.py`` compares what it builds with the
 catalog snapshot ``tests/fixtures/schema_0001.json``, taken from the revision
 as first released. Schema changes go in later revisions.
 

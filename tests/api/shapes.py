@@ -1,4 +1,5 @@
-"""SPEC's answer shapes, checked exactly: the keys, their types, RFC 3339 UTC timestamps."""
+"""The contract's answer shapes (docs/contract.md#lease-and-lead-objects), checked exactly: the
+keys, their types, RFC 3339 UTC timestamps."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def timestamp(value: Any) -> datetime:
 
 
 def lead(data: Any, **expected: Any) -> dict[str, Any]:
-    """A lead object: exactly SPEC's columns, never a lease token."""
+    """A lead object: exactly docs/contract.md#the-lead-object's columns, never a lease token."""
     assert isinstance(data, dict)
     assert set(data) == LEAD_KEYS, set(data) ^ LEAD_KEYS
     assert "lease_token" not in data and "token" not in data
@@ -104,7 +105,7 @@ def counts(data: Any, **expected: int) -> dict[str, Any]:
 
 
 def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    """An RFC 9457 problem answer with SPEC's code."""
+    """An RFC 9457 problem answer with its code (docs/contract.md#error-codes)."""
     assert response.status_code == status, (response.status_code, response.text)
     assert response.headers["content-type"].startswith("application/problem+json")
     body = response.json()

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.api import shapes
-from tests.api.conftest import Serve
+from tests.support.in_process import Serve
 
 GUARDED = [
     ("GET", "/stats"),

@@ -1,4 +1,5 @@
-"""Complete and lease in one request (SPEC: ``next`` on /complete and /complete/batch)."""
+"""Complete and lease in one request: ``next`` on /complete and /complete/batch
+(docs/contract.md#complete-and-lease)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 import httpx
 
 from tests.api import shapes
-from tests.api.conftest import runtime_of
 from tests.api.test_routes import lease_one, push
+from tests.support.in_process import runtime_of
 
 NEXT = {"session": "s", "owner": "w2"}
 

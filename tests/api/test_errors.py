@@ -1,4 +1,5 @@
-"""Every class of bad input gets its 4xx problem+json with SPEC's code, and changes nothing."""
+"""Every class of bad input gets its 4xx problem+json with its code (docs/contract.md#error-codes),
+and changes nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 
 from tests.api import shapes
-from tests.api.conftest import Serve
+from tests.support.in_process import Serve
 
 LEASE = {"session": "s", "owner": "w1"}
 ITEM = {"lead_id": 1, "token": "t"}
@@ -347,7 +348,7 @@ async def test_a_body_just_under_the_limit_is_read(serve: Serve) -> None:
 async def test_an_unexpected_error_is_a_500_problem_without_detail(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.api.conftest import runtime_of
+    from tests.support.in_process import runtime_of
 
     async def broken() -> None:
         raise RuntimeError("secret internals")

@@ -1,4 +1,5 @@
-"""SPEC "Fleets" over REST: leases across sessions, settings, checkpoints, the scaling signal."""
+"""Fleets over REST (docs/contract.md#fleets): leases across sessions, settings, checkpoints,
+the scaling signal."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 
 from app.store.pool import libpq_url
 from tests.api import shapes
-from tests.api.conftest import listening, until, waiters
-from tests.api.test_metrics import samples, value
-from tests.serving import Service
 from tests.support import CONNECTION_LOST, UNSERVABLE, unservable
+from tests.support.in_process import listening, until, waiters
+from tests.support.scrapes import samples, value
+from tests.support.serving import Service
 
 SETTINGS = {
     "weight": 1.0,

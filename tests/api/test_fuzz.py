@@ -16,7 +16,7 @@ jsonb cannot store, must get 422 ``validation_error`` rather than be accepted.
 A body over the size limit gets 413, which is a refusal like 422. A valid
 ``Idempotency-Key`` the generator drew is made unique: it draws few distinct
 keys, and the same key with another body is refused by design (422,
-tests/test_idempotency.py).
+tests/integration/test_idempotency.py).
 
 Sessions cannot hurt each other: before the endpoints are fuzzed, generated settings
 (``PUT /sessions/{session}/settings``, valid and not) and settings rows written
@@ -52,8 +52,8 @@ from app.store.pool import libpq_url
 from leaseq._wire import IDEMPOTENCY_HEADER
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN
 from tests.conftest import _admin, with_database
-from tests.serving import Service, Services
-from tests.test_settings_ranges import RAW
+from tests.integration.test_settings_ranges import RAW
+from tests.support.serving import Service, Services
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from app.api.app import create_app
 from app.config import Settings
 from app.store.pool import libpq_url
 from leaseq.limits import MAX_BODY_DEPTH
-from tests.serving import Service
+from tests.support.serving import Service
 
 pytestmark = pytest.mark.service
 

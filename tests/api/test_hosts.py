@@ -8,7 +8,7 @@ import pytest
 
 from app.api.hosts import host_name, is_loopback
 from tests.api import shapes
-from tests.api.conftest import Serve
+from tests.support.in_process import Serve
 
 PUSH = {"leads": [{"payload": {}}]}
 

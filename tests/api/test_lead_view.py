@@ -18,7 +18,7 @@ import pytest
 from app.domain.timeline import MAX_EVENTS
 from app.store.pool import libpq_url
 from tests.api import shapes
-from tests.serving import Service
+from tests.support.serving import Service
 
 pytestmark = pytest.mark.service
 

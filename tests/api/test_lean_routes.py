@@ -15,8 +15,8 @@ from app.api import front_door
 from app.api.app import create_app
 from app.config import Settings
 from app.metrics import REGISTRY
-from tests.api.conftest import BASE_URL
 from tests.api.test_routes import push
+from tests.support.in_process import BASE_URL
 
 # Values that differ between two leads or two moments; everything else must be equal.
 VARYING = {

@@ -18,8 +18,8 @@ from app.store.pool import Connection, Database
 from leaseq.errors import InvalidInput
 from leaseq.model import CompleteItem, NewLead
 from tests.api import shapes
-from tests.api.conftest import Serve, runtime_of
 from tests.support import leasing_of
+from tests.support.in_process import Serve, runtime_of
 
 
 def _blob(size: int) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from app.api.app import create_app
 from app.config import Settings
 from tests.api import shapes
-from tests.api.conftest import Serve, listening, runtime_of, until, waiters
+from tests.support.in_process import Serve, listening, runtime_of, until, waiters
 
 
 async def push(client: httpx.AsyncClient, session: str, n: int = 1) -> None:

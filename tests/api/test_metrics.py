@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from app import metrics
 from leaseq.model import AllCounts, Counts
+from tests.support.scrapes import Samples, samples, value
 
 
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of a scrape, by name and sorted labels."""
-    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
-
-
-async def scrape(client: httpx.AsyncClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+async def scrape(client: httpx.AsyncClient) -> Samples:
     response = await client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     return samples(response.text)
-
-
-def value(found: dict[Any, float], name: str, **labels: str) -> float:
-    return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 async def test_metrics_parse_and_move_with_the_leads(client: httpx.AsyncClient) -> None:

@@ -1,4 +1,5 @@
-"""Every endpoint through HTTP: its success answer in SPEC's shape, and its refusals."""
+"""Every endpoint through HTTP: its success answer in the contract's shape
+(docs/contract.md#rest-api), and its refusals."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import httpx
 
 from leaseq.model import NewLead
 from tests.api import shapes
-from tests.api.conftest import runtime_of
 from tests.support import leasing_of
+from tests.support.in_process import runtime_of
 
 
 async def push(client: httpx.AsyncClient, session: str, *leads: dict[str, Any]) -> list[int]:
@@ -202,7 +203,8 @@ async def test_complete_finishes_once_and_a_retry_gets_the_same_answer(
     assert set(done.json()) == {"lead"}
     shapes.lead(done.json()["lead"], status="done", result={"rows": [1, 2]}, owner="w1")
 
-    # SPEC: the same lead, token and status again is answered as the first (a lost answer) ...
+    # docs/contract.md#complete: the same lead, token and status again is answered as the first
+    # (a lost answer) ...
     again = await client.post("/complete", json=body | {"result": {"other": True}})
     assert again.status_code == 200 and again.json() == done.json()
     # ... any other completion of the finished lead is lease_lost.

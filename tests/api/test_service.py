@@ -17,8 +17,8 @@ from app.config import Settings
 from app.service import maintenance
 from app.store.pool import libpq_url
 from tests.api import shapes
-from tests.api.conftest import Serve, listening, serving, until, waiters
-from tests.api.proxy import Proxy, proxied
+from tests.support.in_process import Serve, listening, serving, until, waiters
+from tests.support.proxy import Proxy, proxied
 
 
 async def push_and_lease(client: httpx.AsyncClient, session: str = "s") -> int:

@@ -1,4 +1,5 @@
-"""Chaos: nothing is lost and nothing is done twice through kills and restarts (SPEC invariant 5).
+"""Chaos: nothing is lost and nothing is done twice through kills and restarts
+(docs/contract.md#invariant-5).
 
 2,000 leads; 8 worker processes (``tests.chaos.chaos_worker``) over REST,
 leasing in batches with 2.5 s leases, renewing and completing; two API
@@ -36,7 +37,7 @@ import pytest
 
 from app.store import embedded
 from app.store.pool import libpq_url
-from tests.serving import ROOT, Service, Services, child_env, free_port, stop_postgres
+from tests.support.serving import ROOT, Service, Services, child_env, free_port, stop_postgres
 
 pytestmark = [pytest.mark.service, pytest.mark.slow, pytest.mark.timeout(360)]
 

@@ -3,7 +3,7 @@
 Citus is built from the source kept beside the project
 (``bash ../shared/citus/build.sh`` as root); where it is not installed the
 tests of this tier skip, saying so in one line (fail, under
-``LEASEQ_TEST_REQUIRE_SYSTEM_PACKAGES=1``: ``tests.system``).
+``LEASEQ_TEST_REQUIRE_SYSTEM_PACKAGES=1``: ``tests.support.system``).
 
 Each node is an ``initdb`` of its own in one temporary folder, started as a
 ``postgres`` process this module holds by its pid (as root: run as the
@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 
-from tests.serving import free_port
+from tests.support.serving import free_port
 
 PG_BIN = Path(os.environ.get("LEASEQ_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 CITUS_MISSING = "Citus is not installed: bash ../shared/citus/build.sh as root"

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from app.store import migrate
-from tests import system
 from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
+from tests.support import system
 
 
 @pytest.fixture(scope="session")

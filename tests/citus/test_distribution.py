@@ -17,8 +17,8 @@ from app.store import migrate, statements
 from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster
-from tests.serving import leaseq
 from tests.support import leasing_of
+from tests.support.serving import leaseq
 
 BY_SESSION = {"leads", "lead_events", "lead_counts", "session_settings"}
 # The lease's claim as a router statement takes it: one session, FOR UPDATE SKIP LOCKED.

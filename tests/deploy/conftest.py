@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests import system
 from tests.deploy.pgbouncer import PgBouncer
+from tests.support import system
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """PgBouncer in transaction mode, started by the tests in front of the test PostgreSQL.
 
 Debian's ``pgbouncer`` package (``apt-get install -y pgbouncer``; without it
-the tests that need it skip, see ``tests.system``). Each ``PgBouncer`` runs its
+the tests that need it skip, see ``tests.support.system``). Each ``PgBouncer`` runs its
 own process with the pooling rules of ``deploy/pgbouncer/pooling.ini`` (the
 ones the compose profile uses) and a ``*`` database that reaches every
 database of the test server, so each test's fresh database is reachable

@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from app.store import migrate
 from tests.deploy.compose import ROOT, ImageRun, local, run_of
 from tests.deploy.pgbouncer import PgBouncer
-from tests.serving import Service, Services, child_env, free_port
+from tests.support.serving import Service, Services, child_env, free_port
 
 pytestmark = pytest.mark.service
 

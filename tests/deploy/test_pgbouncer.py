@@ -29,7 +29,10 @@ from app.domain.queue import Queue
 from app.store.pool import Database
 from leaseq.model import NewLead
 from tests.api import shapes
-from tests.api.conftest import (
+from tests.deploy import pgbouncer as pgb
+from tests.deploy.pgbouncer import PgBouncer
+from tests.support import leasing_of
+from tests.support.in_process import (
     POOLER_FLAG_ENV,
     POOLER_URL_ENV,
     listening,
@@ -37,10 +40,7 @@ from tests.api.conftest import (
     serving,
     waiters,
 )
-from tests.deploy import pgbouncer as pgb
-from tests.deploy.pgbouncer import PgBouncer
-from tests.serving import ROOT, Services
-from tests.support import leasing_of
+from tests.support.serving import ROOT, Services
 
 # The one API test that is about the direct connection: through a pooler the
 # statement_timeout comes from the pooler's connect_query, not from the pool's.

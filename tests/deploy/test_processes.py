@@ -22,8 +22,8 @@ import psycopg
 import pytest
 
 from app.store.pool import libpq_url
-from tests.api.test_metrics import samples, value
-from tests.serving import Service, Services
+from tests.support.scrapes import samples, value
+from tests.support.serving import Service, Services
 
 pytestmark = pytest.mark.service
 

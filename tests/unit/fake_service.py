@@ -1,7 +1,7 @@
 """An in-memory leaseq service behind ``httpx.MockTransport``, for the unit tier.
 
 It answers the calls a worker makes (``/lease``, ``/renew/batch``,
-``/complete``, ``/release``) as SPEC says, judging leases on a ``FakeClock``
+``/complete``, ``/release``) as docs/contract.md#rest-api says, judging leases on a ``FakeClock``
 instead of a database, and records every request. A test makes it misbehave
 on purpose: ``down`` paths answer 503, ``lost`` leads answer ``lease_lost``
 to their renewals, ``takes_s`` moves the clock while a path answers, a path in
@@ -222,7 +222,7 @@ class FakeService:
             return problem(409, "lease_lost", "the lease is no longer valid")
         lead.token, lead.expires_at = None, None
         lead.released.append(body["delay_s"])
-        if lead.attempts >= lead.max_attempts:  # SPEC invariant 7
+        if lead.attempts >= lead.max_attempts:  # docs/contract.md#invariant-7
             lead.status = "failed"
             lead.error = f"released on attempt {lead.attempts} of {lead.max_attempts}"
             if body.get("error"):

@@ -1,6 +1,6 @@
 """The client against ``httpx.MockTransport``: what it sends, what it retries, what it raises.
 
-The same calls against a real ``leaseq serve`` are tests/test_client.py.
+The same calls against a real ``leaseq serve`` are tests/integration/test_client.py.
 """
 
 from __future__ import annotations

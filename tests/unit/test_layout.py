@@ -1,6 +1,6 @@
 """The two distributions: one version, the client's short dependency list, the plugged commands.
 
-What a fresh virtualenv with the client alone can do is tests/test_client_alone.py.
+What a fresh virtualenv with the client alone can do is tests/deploy/test_client_alone.py.
 """
 
 from __future__ import annotations

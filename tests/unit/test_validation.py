@@ -1,7 +1,7 @@
 """The service's input checks (``app.domain.validation``, the API's request models), without a
 database.
 
-The same refusals through the queue, with nothing written, are tests/test_validation.py.
+The same refusals through the queue, with nothing written, are tests/integration/test_validation.py.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_the_status_lists_come_from_the_model() -> None:
         validation.final_status("leased")
 
 
-# -- the API's request models: strict, and as SPEC bounds them -------------------------
+# -- the API's request models: strict, and bounded as docs/contract.md#limits says -------
 
 
 def test_a_request_is_strict_and_a_whole_float_is_an_integer() -> None:

@@ -1,4 +1,4 @@
-"""Every endpoint of the REST API (SPEC.md), stated once for both clients.
+"""Every endpoint of the REST API (docs/contract.md#routes-at-a-glance), once for both clients.
 
 Each is an ``Exchange`` (``leaseq._wire``): it builds its calls, yields them
 and parses their answers, knowing nothing of how they travel. ``@endpoint``
@@ -7,9 +7,8 @@ awaited, with the same parameters and docstring: the two clients cannot
 drift apart, because there is only one of each method to keep.
 
 Every method raises the ``leaseq.errors`` exception of the answer's ``code``
-(``LeaseLost``, ``NotFound``, ``InvalidInput``, ``Conflict``,
-``Unavailable``), ``Unauthorized`` / ``PayloadTooLarge`` / ``ApiError``
-otherwise, and ``Unavailable`` when the service cannot be reached after the
+(one class per code of docs/contract.md#error-codes; ``ApiError`` for any
+other), and ``Unavailable`` when the service cannot be reached after the
 retries of the client's ``retry_policy``.
 """
 

@@ -1,4 +1,5 @@
-"""The errors of leaseq. Each carries the stable ``code`` of SPEC; the docstring is the message.
+"""The errors of leaseq. Each carries its stable ``code`` (docs/contract.md#error-codes); the
+docstring is the message.
 
 The service raises them from its domain and answers each with its code; the
 client raises the same class for an answer with that code. Nothing here

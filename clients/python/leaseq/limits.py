@@ -6,7 +6,7 @@ nothing else spells a number that the API refuses beyond.
 
 from __future__ import annotations
 
-# A session's name (SPEC "Words"): also the lead's namespace in URLs.
+# A session's name (docs/contract.md#words): also the lead's namespace in URLs.
 MAX_SESSION_CHARS = 128
 SESSION_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_SESSION_CHARS - 1}}}$"
 

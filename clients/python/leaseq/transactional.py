@@ -1,13 +1,14 @@
 """A push inside the producer's own transaction, through the connection it already holds.
 
-``push_in`` runs the schema's SQL function ``leaseq_push`` (SPEC "Composition") on the
-producer's connection, inside whatever transaction is open there: the lead, its ledger row
-and its counts are written by that transaction, so the lead exists if and only if it
-commits (an order row and the lead that ships it, together or not at all), and waiting
-leases wake when it commits. No driver of its own: it takes a DB-API 2.0 connection
-(psycopg, psycopg2, pg8000, Django's ``connection``), a cursor of one, or a SQLAlchemy
-``Connection`` (through ``exec_driver_sql``, so SQLAlchemy keeps track of its transaction),
-and writes the statement in that driver's paramstyle.
+``push_in`` runs the schema's SQL function ``leaseq_push``
+(docs/contract.md#push-inside-the-producers-transaction) on the producer's connection,
+inside whatever transaction is open there: the lead, its ledger row and its counts are
+written by that transaction, so the lead exists if and only if it commits (an order row and
+the lead that ships it, together or not at all), and waiting leases wake when it commits.
+No driver of its own: it takes a DB-API 2.0 connection (psycopg, psycopg2, pg8000, Django's
+``connection``), a cursor of one, or a SQLAlchemy ``Connection`` (through
+``exec_driver_sql``, so SQLAlchemy keeps track of its transaction), and writes the
+statement in that driver's paramstyle.
 
 The payload becomes JSON text as the client sends it (an object; no NaN or infinity), and
 no argument is converted into another type (``True`` is no priority). What only the

@@ -1,12 +1,12 @@
 """Leads from JSON lines, as ``leaseq push`` reads them: each line checked, never guessed at.
 
 A line is a lead: a JSON object with ``payload`` and only a lead's fields
-(``NewLead``'s), each of the type and range the service takes
-(``leaseq.limits``). With ``payloads`` every line is a payload instead, whole.
+(``NewLead``'s), each of the type and range the service takes, judged by the checks
+the service makes (``leaseq.checks``). With ``payloads`` every line is a payload instead, whole.
 Anything else is a ``BadLine`` that names the line and says why; nothing
 decides between the two by looking at the line. Blank lines are skipped.
 
-A payload is a JSON object, as SPEC's push and ``NewLead`` have it. What
+A payload is a JSON object, as push (docs/contract.md#push) and ``NewLead`` have it. What
 only the service can judge (its ``LEASEQ_MAX_PAYLOAD_BYTES``) is left to it.
 """
 
@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from leaseq.checks import integer_fault, json_fault, number_fault, text_fault
 from leaseq.cli.output import CliError
 from leaseq.limits import (
     DEFAULT_MAX_BODY_BYTES,
     INT32_MAX,
     MAX_ATTEMPTS,
     MAX_DELAY_S,
-    MAX_JSON_DEPTH,
     MAX_KEY_CHARS,
     MAX_LEAD_ID,
     MAX_PUSH_BATCH,
@@ -37,7 +35,6 @@ LEAD_FIELDS = tuple(field.name for field in dataclasses.fields(NewLead))
 PAYLOADS_HINT = "--payloads takes each line whole as a payload"
 # The bytes of ``{"leads":[]}`` around a push's leads.
 _ENVELOPE = len(b'{"leads":[]}')
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # jsonb holds no NUL and no lone surrogate
 
 
 class BadLine(CliError):
@@ -170,30 +167,19 @@ def _lead(value: Any, number: int) -> dict[str, Any]:
 
 def _integer(low: int, high: int, *, nullable: bool = False) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
-        if value is None and nullable:
-            return None
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # JSON has one number type: 5.0 is 5, as the service reads it
-        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
-            return None
-        return f"must be an integer from {low} to {high}{' or null' if nullable else ''}"
+        return integer_fault(value, low=low, high=high, nullable=nullable)
 
     return check
 
 
 def _delay(value: Any) -> str | None:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if number and math.isfinite(value) and 0 <= value <= MAX_DELAY_S:
-        return None
-    return f"must be a number of seconds from 0 to {MAX_DELAY_S:g}"
+    return number_fault(value, low=0, high=MAX_DELAY_S, what="a number of seconds")
 
 
 def _key(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str) and 1 <= len(value) <= MAX_KEY_CHARS:
-        return _text_fault(value)
-    return f"must be a string of 1 to {MAX_KEY_CHARS} characters, or null"
+    return text_fault(value, max_chars=MAX_KEY_CHARS, nullable=True)
 
 
 _FIELDS: dict[str, Callable[[Any], str | None]] = {
@@ -207,29 +193,10 @@ _FIELDS: dict[str, Callable[[Any], str | None]] = {
 
 
 def _payload_fault(value: Any) -> str | None:
-    """Why ``value`` cannot be a payload (None when it can): an object, storable, not too deep."""
+    """Why ``value`` cannot be a payload (None when it can): an object jsonb can hold."""
     if not isinstance(value, dict):
         return f"must be a JSON object, not {_kind(value)}"
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, str):
-            if (why := _text_fault(node)) is not None:
-                return why
-        elif isinstance(node, dict | list):
-            if level > MAX_JSON_DEPTH:
-                return f"nests arrays and objects deeper than {MAX_JSON_DEPTH}"
-            items = node.items() if isinstance(node, dict) else enumerate(node)
-            for name, item in items:
-                stack.append((name, level))
-                stack.append((item, level + 1))
-    return None
-
-
-def _text_fault(text: str) -> str | None:
-    if _UNSTORABLE.search(text):
-        return "holds a NUL character or a lone surrogate, which PostgreSQL cannot store"
-    return None
+    return json_fault(value)
 
 
 def _kind(value: Any) -> str:

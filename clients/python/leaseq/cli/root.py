@@ -22,7 +22,8 @@ from leaseq.cli.output import EXIT_FAILURE, EXIT_USAGE, fail
 
 ENTRY_POINTS = "leaseq.commands"
 SERVER_DISTRIBUTION = "leaseq-server"
-# The server's commands, as SPEC lists them with the client's, and what each does.
+# The server's commands, as docs/contract.md#command-line lists them with the client's, and
+# what each does.
 SERVER_COMMANDS = {
     "serve": "Serve the REST API.",
     "db": "Manage the database schema.",

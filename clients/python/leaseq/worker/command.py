@@ -52,17 +52,6 @@ class CommandNotStartable(HandlerUnusable):
     """The command cannot be started (not found, not executable): no lead can run."""
 
 
-def command_environment(
-    base: Mapping[str, str], job: Job, checkpoint_file: Path | None = None
-) -> dict[str, str]:
-    """What a command sees: ``base`` without any ``LEASEQ_*`` variable, plus the lead's own.
-
-    The worker's token (``LEASEQ_TOKEN``) and every other setting of leaseq
-    stay with the worker.
-    """
-    return {**without_secrets(base), **lead_variables(job, checkpoint_file)}
-
-
 def without_secrets(base: Mapping[str, str]) -> dict[str, str]:
     """``base`` without any ``LEASEQ_*`` variable: what a guard, and so a command, inherits."""
     return {k: v for k, v in base.items() if not k.startswith(SECRET_PREFIX)}

@@ -1,7 +1,7 @@
 """Running the handler of one lead: until it ends, its lease may end, its time is up or the
 worker stops; and what came of it (an ``Ended`` with its ``Outcome``).
 
-It never runs a lead it no longer holds (SPEC invariant 8): a lease whose
+It never runs a lead it no longer holds (docs/contract.md#invariant-8): a lease whose
 answer came late runs only once a renewal confirms it, and the handler is
 stopped at the lease's ``stop_at`` unless a renewal came first. An async
 handler is cancelled as a task; a sync handler runs on a thread of the

@@ -1,6 +1,6 @@
 """The work loop: lease leads, renew them, run a handler on each, complete or release.
 
-It never runs a lead it no longer holds (SPEC invariant 8), and never gives
+It never runs a lead it no longer holds (docs/contract.md#invariant-8), and never gives
 one back while its handler may still run. ``Worker`` is made of one part per
 concept, each a module small enough to read whole:
 
@@ -59,7 +59,7 @@ class Worker(Leasing, Heartbeat, Settling, Execution):
     ``kill_grace_s`` is how long a handler told to stop has before it is killed
     (a command) or abandoned (a function); None: 2 s, less for a short ttl.
     ``lease_on_complete``: a completion asks for the next lead in the same request
-    (SPEC ``next``), so a busy worker sends one request per lead.
+    (docs/contract.md#complete-and-lease), so a busy worker sends one request per lead.
     Raises ValueError for an option out of range.
     """
 

@@ -12,7 +12,7 @@ or abandoned lease.
   lease is left to expire (it may still run), and the worker says so;
 - the worker is stopping → the lead is released for another worker.
 
-A completion asks for the next lead in the same request (SPEC ``next``), so a
+A completion asks for the next lead in the same request (docs/contract.md#complete-and-lease), so a
 busy worker sends one request per lead. A checkpoint no renewal carried yet
 rides on one more renewal before the lead is given back, so the next holder
 resumes from it. A complete or release is retried while the lease is surely
