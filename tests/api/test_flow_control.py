@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.api import shapes
-from tests.api.conftest import Serve
+from tests.support.in_process import Serve
 
 FLOW_SETTINGS = {"max_leased_per_key": None, "max_runtime_s": None, "paused_until": None}
 

@@ -14,8 +14,8 @@ import pytest
 from leaseq import AsyncClient, Throttled
 from leaseq.model import NewLead
 from leaseq.worker import Job, Worker
-from tests.serving import Service
-from tests.worker_support import exited, ledger, start_worker, tail
+from tests.support.serving import Service
+from tests.support.worker_support import exited, ledger, start_worker, tail
 
 pytestmark = pytest.mark.service
 

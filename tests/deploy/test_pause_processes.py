@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.serving import Services, leaseq
+from tests.support.serving import Services, leaseq
 
 pytestmark = pytest.mark.service
 
