@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     api_tokens: str = Field(
         default="", description="Comma-separated bearer tokens; empty means no auth."
     )
+    token_recheck_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description=(
+            "Seconds a process trusts a scoped token it checked before reading it again: the "
+            "longest a revocation whose NOTIFY was lost takes to bind (docs/security.md)."
+        ),
+    )
     allowed_hosts: str = Field(
         default="",
         description=(
@@ -110,8 +119,18 @@ class Settings(BaseSettings):
     max_waiters: int = Field(
         default=1000, ge=0, description="Long-poll lease requests held at once per process."
     )
+    max_outcome_waiters: int = Field(
+        default=1000,
+        ge=0,
+        description="Requests waiting for a lead's outcome (GET /leads/{id}?wait_s) per process.",
+    )
     poll_interval_s: float = Field(
-        default=1.5, gt=0, description="A waiting lease re-tries this often even without NOTIFY."
+        default=1.5,
+        gt=0,
+        description=(
+            "A waiting lease re-tries, and a request waiting for an outcome looks again, this "
+            "often even without NOTIFY."
+        ),
     )
     max_payload_bytes: int = Field(
         default=DEFAULT_MAX_PAYLOAD_BYTES,

@@ -46,6 +46,7 @@ __all__ = [
     "GROUP_SIZES",
     "LEASES",
     "LOST_LEASES",
+    "OUTCOME_WAITERS",
     "POOL",
     "PUSHED",
     "RELEASES",
@@ -96,6 +97,12 @@ SWEPT = Counter(
 WAITERS = Gauge(
     "leaseq_long_poll_waiters",
     "Lease requests waiting for work right now.",
+    registry=REGISTRY,
+    multiprocess_mode="livesum",
+)
+OUTCOME_WAITERS = Gauge(
+    "leaseq_outcome_waiters",
+    "Requests waiting for a lead's outcome (GET /leads/{id}?wait_s=n) right now.",
     registry=REGISTRY,
     multiprocess_mode="livesum",
 )

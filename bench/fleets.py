@@ -146,9 +146,9 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
 
         variants = {
             "before fleets (revision 0004's statement)": statement(BEFORE, "before"),
-            "now, no settings": statement(statements.lease_next(True), "now"),
+            "now, no settings": statement(statements.text("lease_next", ledger=True), "now"),
             "now, 1,000 limited sessions beside": statement(
-                statements.lease_next(True), "neighbours"
+                statements.text("lease_next", ledger=True), "neighbours"
             ),
             "a capped session (lock, count, lease)": capped,
         }
@@ -218,7 +218,7 @@ def before_and_after(server_url: str, before: Path, calls: int) -> dict[str, Any
 
 def explained(url: str, explains: int) -> dict[str, dict[str, float | None]]:
     """Part 3: the median planning and execution time of each statement, by EXPLAIN."""
-    compared = {"before fleets": BEFORE, "now": statements.lease_next(True)}
+    compared = {"before fleets": BEFORE, "now": statements.text("lease_next", ledger=True)}
     took: dict[str, dict[str, list[float]]] = {
         name: {"planning": [], "execution": []} for name in compared
     }

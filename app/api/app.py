@@ -10,7 +10,8 @@ they work offline and name no other host. With tokens on, they and their
 assets need a token like everything else.
 
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
-configured) or the Host check (when not) → body limit → JSON bodies only →
+configured: a bootstrap token, or a scoped one of ``app.domain.tokens``) or the
+Host check (when not) → body limit → JSON bodies only →
 FastAPI, whose routes read every body through the front door
 (``app.api.front_door``: read whole, parsed once by ``app.api.body``). The
 lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and the
@@ -29,7 +30,7 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import links, problems, routes
+from app.api import access, links, problems, routes, token_routes
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -42,16 +43,16 @@ lease them, renew their leases, and complete or release them. Every error is
 
 DOCS_ASSETS = "/docs/assets"
 
-bearer = HTTPBearer(auto_error=False, description="One of LEASEQ_API_TOKENS.")
+bearer = HTTPBearer(
+    auto_error=False,
+    description="One of LEASEQ_API_TOKENS (full access), or a scoped token (`leaseq tokens`).",
+)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The leaseq REST API over ``settings.database_url`` (``Settings()`` when None)."""
     settings = settings or Settings()
-    if settings.database_url is None:
-        raise ValueError(
-            "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
-        )
+    Runtime.check(settings)
     configured = settings  # narrowed for the closure
 
     @asynccontextmanager
@@ -76,7 +77,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The security declaration documents auth in /openapi.json; BearerAuth enforces it.
     guarded = [Security(bearer)] if tokens else []
     app.include_router(routes.router, dependencies=guarded)
+    app.include_router(token_routes.router, dependencies=guarded)
     app.include_router(routes.probes)
+    access.check_declared(app.routes)  # every route has a role and a scope
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:

@@ -1,8 +1,13 @@
 """Bearer-token authentication, a pure ASGI middleware installed when tokens are configured.
 
 Every HTTP request but ``/healthz``, ``/readyz`` and ``/dashboard`` needs
-``Authorization: Bearer <token>`` naming one of ``Settings.token_list``;
-otherwise the answer is 401 ``unauthorized`` with ``WWW-Authenticate: Bearer``.
+``Authorization: Bearer <token>`` naming one of ``Settings.token_list`` (a
+bootstrap token: full access) or a live scoped token of the database
+(``app.domain.tokens``: its role and sessions); otherwise the answer is 401
+``unauthorized`` with ``WWW-Authenticate: Bearer``. The request then carries
+whom it acts as (``PRINCIPAL``, in the ASGI scope's state) for the routes'
+access checks (``app.api.access``). An expired or revoked token is 401 like
+an unknown one.
 That includes ``/docs``, ``/openapi.json``, ``/metrics`` and
 ``/dashboard/data``: the API description is not public when the API is not.
 ``/dashboard`` is the page's static shell, with no data and no secret in it: a
@@ -13,7 +18,12 @@ routes are not revealed.
 
 The token is compared with every configured token by ``hmac.compare_digest``
 (no early exit), so timing reveals neither the token nor which one matched.
-Tokens are never logged.
+A scoped token is looked up by its SHA-256 (the cache's key, the table's
+index): timing can reveal at most something of a hash, which helps nobody
+find a token of 256 random bits. Tokens are never logged.
+
+Without configured tokens the service is open (loopback, ``app.api.hosts``):
+every request acts with full access (``principal_of``'s default), whatever it sends.
 """
 
 from __future__ import annotations
@@ -23,9 +33,29 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.problems import problem
+from app.api.problems import problem, unavailable
+from app.domain.access import FULL, Principal
+from app.domain.tokens import Tokens
+from leaseq.errors import Unavailable
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/dashboard"})
+PRINCIPAL = "leaseq.principal"
+
+
+def principal_of(scope: Scope) -> Principal:
+    """Whom the request acts as (full access when no middleware said: an open service)."""
+    found: Principal = scope.get("state", {}).get(PRINCIPAL, FULL)
+    return found
+
+
+def _acting(scope: Scope, principal: Principal) -> None:
+    scope.setdefault("state", {})[PRINCIPAL] = principal
+
+
+def _tokens_of(scope: Scope) -> Tokens:
+    runtime = scope["app"].state.runtime
+    tokens: Tokens = runtime.tokens
+    return tokens
 
 
 class BearerAuth:
@@ -45,7 +75,18 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         given = _bearer(scope)
-        if given is not None and self._known(given):
+        principal: Principal | None = None
+        if given is not None:
+            if self._known(given):
+                principal = FULL
+            else:
+                try:
+                    principal = await _tokens_of(scope).principal(given)
+                except Unavailable as exc:
+                    await unavailable(exc.detail)(scope, receive, send)
+                    return
+        if principal is not None:
+            _acting(scope, principal)
             await self.app(scope, receive, send)
             return
         challenge = 'Bearer realm="leaseq"'

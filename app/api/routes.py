@@ -3,6 +3,12 @@
 ``router`` holds everything bearer auth guards; ``probes`` holds /healthz and
 /readyz, which stay open. Errors are raised as domain errors and answered by
 ``app.api.problems``.
+
+Every route declares its role and scope in its signature (``Access``, of
+``app.api.access``: the ``principal`` parameter): what it does, and where its
+sessions come from. A call outside the token's scope answers 403 and changes
+nothing; what covers many sessions covers only the token's own
+(docs/contract.md#who-may-do-what).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
 from app import metrics
+from app.api import access
+from app.api.access import Access, Where
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.schemas import (
@@ -42,6 +50,9 @@ from app.api.schemas import (
     RenewOut,
     ReportOut,
     RetriedOut,
+    ScheduleIn,
+    ScheduleOut,
+    SchedulesOut,
     SettingsIn,
     SettingsOut,
     SweepIn,
@@ -49,12 +60,22 @@ from app.api.schemas import (
 )
 from app.dashboard import page
 from app.domain import overview, report, timeline
+from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
-from leaseq.errors import LeaseLost, Unavailable
-from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, SESSION_PATTERN
-from leaseq.model import AllCounts, CompleteItem, Lease, NewLead, RenewItem, SessionSettings
+from leaseq.errors import Forbidden, LeaseLost, NotFound, Unavailable
+from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
+from leaseq.model import (
+    AllCounts,
+    CompleteItem,
+    Counts,
+    Lease,
+    NewLead,
+    RenewItem,
+    SessionSettings,
+    SweepResult,
+)
 
 
 # Dependencies are coroutines so FastAPI calls them inline, not in its threadpool.
@@ -67,9 +88,34 @@ async def get_queue(request: Request) -> Queue:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+# Whom a route acts for, and its declaration: what it does, where its sessions come from.
+Pushing = Annotated[Principal, Depends(Access(Action.PUSH, Where.SESSION))]
+Leasing = Annotated[Principal, Depends(Access(Action.LEASE, Where.BODY))]
+Sweeping = Annotated[Principal, Depends(Access(Action.OPERATE, Where.BODY))]
+ReadingSession = Annotated[Principal, Depends(Access(Action.READ, Where.SESSION))]
+ReadingOwn = Annotated[Principal, Depends(Access(Action.READ, Where.OWN))]
+ReadingLead = Annotated[Principal, Depends(Access(Action.READ, Where.LEAD))]
+ObservingSession = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.SESSION))]
+ObservingOwn = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.OWN))]
+OperatingSession = Annotated[Principal, Depends(Access(Action.OPERATE, Where.SESSION))]
+OperatingLead = Annotated[Principal, Depends(Access(Action.OPERATE, Where.LEAD))]
+Scheduling = Annotated[Principal, Depends(Access(Action.OPERATE, Where.SCHEDULE))]
+ObservingSchedule = Annotated[Principal, Depends(Access(Action.OBSERVE, Where.SCHEDULE))]
+Public = Annotated[Principal, Depends(Access(Action.AUTHENTICATED, Where.NONE, public=True))]
 QueueDep = Annotated[Queue, Depends(get_queue)]
 SessionPath = Annotated[str, Path(pattern=SESSION_PATTERN, description="The session's name.")]
 LeadIdPath = Annotated[int, Path(ge=1, le=MAX_LEAD_ID)]
+ScheduleName = Annotated[str, Path(pattern=SESSION_PATTERN, description="The schedule's name.")]
+WaitQuery = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_S,
+        allow_inf_nan=False,
+        description="Seconds to hold the request until the lead is terminal (0: answer at once).",
+    ),
+]
 SearchQuery = Annotated[
     str | None, Query(max_length=MAX_SESSION_CHARS, description="Part of a session's name.")
 ]
@@ -77,7 +123,13 @@ SearchQuery = Annotated[
 # Every route reads its body through the front door (one parser, one set of limits).
 router = APIRouter(route_class=FrontDoorRoute)
 # What any route that reads a JSON body may answer besides its own refusals.
-BODY_PROBLEMS = ("unsupported_media_type", "validation_error", "payload_too_large", "unavailable")
+BODY_PROBLEMS = (
+    "forbidden",
+    "unsupported_media_type",
+    "validation_error",
+    "payload_too_large",
+    "unavailable",
+)
 probes = APIRouter(tags=["probes"], route_class=FrontDoorRoute)
 
 # The shell may not be framed (clickjacking of its cancel and retry buttons).
@@ -130,7 +182,11 @@ def counting_lost(operation: str) -> Iterator[None]:
     responses=responses("conflict", *BODY_PROBLEMS),
 )
 async def push(
-    session: SessionPath, body: PushIn, queue: QueueDep, idempotency_key: IdempotencyKey = None
+    session: SessionPath,
+    body: PushIn,
+    queue: QueueDep,
+    principal: Pushing,
+    idempotency_key: IdempotencyKey = None,
 ) -> PushOut:
     """Queue up to 1000 leads. A lead whose `key` is already in the session is not pushed
     again: its existing id stands in its place and it counts as a duplicate.
@@ -152,7 +208,11 @@ async def push(
     responses=responses(*BODY_PROBLEMS),
 )
 async def lease(
-    body: LeaseIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
+    body: LeaseIn,
+    runtime: RuntimeDep,
+    request: Request,
+    principal: Leasing,
+    idempotency_key: IdempotencyKey = None,
 ) -> LeasesOut:
     """Lease up to `max` available leads of the session, highest priority then oldest.
 
@@ -165,16 +225,21 @@ async def lease(
     when none is asked), and its lead the `checkpoint` its last holder left. With an
     `Idempotency-Key`, the same request sent again gets the leases the first one took
     (those still valid), never new ones."""
-    leasing = body.request(idempotency_key)
-    return LeasesOut.of(await _leases(leasing, runtime, request))
+    leasing = access.scoped_lease(principal, body.request(idempotency_key))
+    return LeasesOut.of(await _leases(leasing, runtime, request, principal))
 
 
-async def _leases(leasing: LeaseRequest, runtime: Runtime, request: Request) -> list[Lease]:
-    """The leases of a lease request, asked by /lease or by a completion's ``next``."""
+async def _leases(
+    leasing: LeaseRequest, runtime: Runtime, request: Request, principal: Principal
+) -> list[Lease]:
+    """The leases of a lease request (scoped already), asked by /lease or by a completion's
+    ``next``."""
     # Only a long poll watches for a client that hangs up (a check costs a receive).
     gone = request.is_disconnected if leasing.wait_s > 0 else None
     leases = await runtime.leasing.lease(leasing, gone=gone)
     metrics.LEASES.inc(len(leases))
+    if not principal.everywhere:
+        access.remember_leads(runtime.tokens, leases)
     return leases
 
 
@@ -183,12 +248,13 @@ async def _leases(leasing: LeaseRequest, runtime: Runtime, request: Request) -> 
     tags=["workers"],
     responses=responses("lease_lost", *BODY_PROBLEMS),
 )
-async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
+async def renew(body: RenewIn, runtime: RuntimeDep, principal: Leasing) -> RenewOut:
     """Extend a valid lease to now + `ttl_s` on the database clock (`LEASEQ_LEASE_TTL_S` when
     none is asked); the answer says the `ttl_s` granted. 409 `lease_lost` otherwise. A
     `checkpoint` is stored on the lead, for the next holder should this one lose it."""
+    await access.changes_leads(principal, runtime.tokens, [body.lead_id])
     with counting_lost("renew"):
-        renewal = await queue.renew(
+        renewal = await runtime.queue.renew(
             body.lead_id, body.token, body.ttl_s, checkpoint=body.checkpoint
         )
     metrics.RENEWALS.inc()
@@ -200,13 +266,14 @@ async def renew(body: RenewIn, queue: QueueDep) -> RenewOut:
     tags=["workers"],
     responses=responses(*BODY_PROBLEMS),
 )
-async def renew_batch(body: RenewBatchIn, queue: QueueDep) -> BatchOut:
+async def renew_batch(body: RenewBatchIn, runtime: RuntimeDep, principal: Leasing) -> BatchOut:
     """Renew up to 100 leases; one result per item, in the order given. An item's `checkpoint`
     is stored on its lead. Every item is checked before any is renewed."""
     items = [
         RenewItem(item.lead_id, item.token, item.ttl_s, item.checkpoint) for item in body.items
     ]
-    results = await queue.renew_many(items)
+    await access.changes_leads(principal, runtime.tokens, [item.lead_id for item in items])
+    results = await runtime.queue.renew_many(items)
     renewed = sum(result.ok for result in results)
     metrics.RENEWALS.inc(renewed)
     metrics.LOST_LEASES.labels("renew").inc(len(results) - renewed)
@@ -239,9 +306,15 @@ An item its lease already completed with the same status is `ok` again, as for `
     responses=responses("lease_lost", *BODY_PROBLEMS),
 )
 async def complete(
-    body: CompleteIn, runtime: RuntimeDep, request: Request, idempotency_key: IdempotencyKey = None
+    body: CompleteIn,
+    runtime: RuntimeDep,
+    request: Request,
+    principal: Leasing,
+    idempotency_key: IdempotencyKey = None,
 ) -> CompleteOut:
     leasing = None if body.next is None else body.next.request(idempotency_key)
+    leasing = None if leasing is None else access.scoped_lease(principal, leasing)
+    await access.changes_leads(principal, runtime.tokens, [body.lead_id])
     with counting_lost("complete"):
         lead = await runtime.queue.complete(
             body.lead_id, body.token, body.status, body.result, body.error
@@ -249,7 +322,7 @@ async def complete(
     metrics.COMPLETIONS.labels(body.status).inc()
     if leasing is None:
         return CompleteOut.of(lead)
-    return CompleteOut.of(lead, await _leases(leasing, runtime, request))
+    return CompleteOut.of(lead, await _leases(leasing, runtime, request, principal))
 
 
 @router.post(
@@ -262,13 +335,16 @@ async def complete_batch(
     body: CompleteBatchIn,
     runtime: RuntimeDep,
     request: Request,
+    principal: Leasing,
     idempotency_key: IdempotencyKey = None,
 ) -> CompleteBatchOut:
     leasing = None if body.next is None else body.next.request(idempotency_key)
+    leasing = None if leasing is None else access.scoped_lease(principal, leasing)
     items = [
         CompleteItem(item.lead_id, item.token, item.status, item.result, item.error)
         for item in body.items
     ]
+    await access.changes_leads(principal, runtime.tokens, [item.lead_id for item in items])
     results = await runtime.queue.complete_many(items)
     for item, result in zip(items, results, strict=True):
         if result.ok:
@@ -277,7 +353,7 @@ async def complete_batch(
             metrics.LOST_LEASES.labels("complete").inc()
     if leasing is None:
         return CompleteBatchOut.of(results)
-    return CompleteBatchOut.of(results, await _leases(leasing, runtime, request))
+    return CompleteBatchOut.of(results, await _leases(leasing, runtime, request, principal))
 
 
 @router.post(
@@ -285,7 +361,7 @@ async def complete_batch(
     tags=["workers"],
     responses=responses("lease_lost", *BODY_PROBLEMS),
 )
-async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
+async def release(body: ReleaseIn, runtime: RuntimeDep, principal: Leasing) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`. On its last
     attempt (`attempts` reached `max_attempts`) it fails instead, its error saying so
     (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
@@ -293,8 +369,9 @@ async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
     not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
 
     409 `lease_lost` when the lease is no longer valid."""
+    await access.changes_leads(principal, runtime.tokens, [body.lead_id])
     with counting_lost("release"):
-        lead = await queue.release(
+        lead = await runtime.queue.release(
             body.lead_id, body.token, body.delay_s, error=body.error, throttle_s=body.throttle_s
         )
     metrics.RELEASES.inc()
@@ -309,38 +386,71 @@ async def release(body: ReleaseIn, queue: QueueDep) -> LeadAnswer:
     tags=["operators"],
     responses=responses(*BODY_PROBLEMS),
 )
-async def sweep(body: SweepIn, queue: QueueDep) -> SweepOut:
+async def sweep(body: SweepIn, runtime: RuntimeDep, principal: Sweeping) -> SweepOut:
     """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);
-    a lead that reached `max_attempts` becomes `failed` instead."""
-    result = await queue.sweep_all() if body.session is None else await queue.sweep(body.session)
+    a lead that reached `max_attempts` becomes `failed` instead. A scoped token's sweep of
+    all touches only its own sessions."""
+    queue = runtime.queue
+    if body.session is not None:
+        access.sessions_named(principal, [body.session])
+        result = await queue.sweep(body.session)
+    elif principal.everywhere:
+        result = await queue.sweep_all()
+    else:
+        result = SweepResult()
+        for session in await runtime.tokens.sessions_in(principal.pattern):
+            swept = await queue.sweep(session)
+            result = SweepResult(result.requeued + swept.requeued, result.failed + swept.failed)
     metrics.count_sweep(result, "api")
+    await runtime.tokens.audit(
+        principal,
+        "sweep",
+        session=body.session,
+        detail={"all": body.session is None, "requeued": result.requeued, "failed": result.failed},
+    )
     return SweepOut.model_validate(result)
 
 
 @router.get(
     "/sessions/{session}/stats",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def session_stats(session: SessionPath, queue: QueueDep) -> CountsOut:
+async def session_stats(
+    session: SessionPath, queue: QueueDep, principal: ReadingSession
+) -> CountsOut:
     """Lead counts by status in one session; pending = queued + leased;
     `oldest_available_age_s`, the age of its oldest lead that could be leased now (null when
     none): the signal to scale workers on."""
     return CountsOut.of(await queue.stats(session))
 
 
-@router.get("/stats", tags=["operators"], responses=responses("unavailable"))
-async def stats(queue: QueueDep) -> AllStatsOut:
-    """Lead counts per session, and their total; each with `oldest_available_age_s`."""
-    return AllStatsOut.of(await queue.stats_all())
+@router.get("/stats", tags=["operators"], responses=responses("forbidden", "unavailable"))
+async def stats(queue: QueueDep, principal: ReadingOwn) -> AllStatsOut:
+    """Lead counts per session, and their total; each with `oldest_available_age_s`. A scoped
+    token sees only its own sessions, and their total."""
+    return AllStatsOut.of(own_counts(principal, await queue.stats_all()))
+
+
+def own_counts(principal: Principal, counts: AllCounts) -> AllCounts:
+    """``counts`` of the token's own sessions only, their total recounted."""
+    if principal.everywhere:
+        return counts
+    sessions = {name: c for name, c in counts.sessions.items() if principal.covers(name)}
+    total = Counts()
+    for session_counts in sessions.values():
+        total = total + session_counts
+    return AllCounts(sessions=sessions, total=total)
 
 
 @router.get(
     "/sessions/{session}/settings",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def get_settings(session: SessionPath, queue: QueueDep) -> SettingsOut:
+async def get_settings(
+    session: SessionPath, queue: QueueDep, principal: ObservingSession
+) -> SettingsOut:
     """The session's `weight`, `max_leased`, `rate_per_s` and `burst` (the defaults, weight 1
     and no limits, for a session never set)."""
     return SettingsOut.of(await queue.settings(session))
@@ -351,13 +461,17 @@ async def get_settings(session: SessionPath, queue: QueueDep) -> SettingsOut:
     tags=["operators"],
     responses=responses(*BODY_PROBLEMS),
 )
-async def put_settings(session: SessionPath, body: SettingsIn, queue: QueueDep) -> SettingsOut:
+async def put_settings(
+    session: SessionPath, body: SettingsIn, runtime: RuntimeDep, principal: OperatingSession
+) -> SettingsOut:
     """Set the session's weight in a lease across sessions, its cap on leads leased at once
     (`max_leased`) and its rate of leases granted (`rate_per_s`, `burst`: a token bucket on
     the database clock); a field left out takes its default, `null` is no limit. It binds
     every lease that begins after it answers, through every API process."""
     settings = SessionSettings(**body.model_dump())
-    return SettingsOut.of(await queue.put_settings(session, settings))
+    stored = await runtime.queue.put_settings(session, settings)
+    await runtime.tokens.audit(principal, "settings", session=session, detail=body.model_dump())
+    return SettingsOut.of(stored)
 
 
 @router.post(
@@ -366,13 +480,20 @@ async def put_settings(session: SessionPath, body: SettingsIn, queue: QueueDep) 
     dependencies=SameSite,
     responses=responses("forbidden", *BODY_PROBLEMS),
 )
-async def pause(session: SessionPath, queue: QueueDep, body: PauseIn | None = None) -> SettingsOut:
+async def pause(
+    session: SessionPath,
+    runtime: RuntimeDep,
+    principal: OperatingSession,
+    body: PauseIn | None = None,
+) -> SettingsOut:
     """Pause the session: no lease of it begins until `for_s` seconds from now (database
     clock), or until resumed without it. Leases held go on. It binds every lease that begins
     after it answers, through every API process. Answers the settings, with `paused_until`.
     A browser's cross-site request (the body is optional) is refused 403."""
     for_s = None if body is None else body.for_s
-    return SettingsOut.of(await queue.pause(session, for_s))
+    paused = await runtime.queue.pause(session, for_s)
+    await runtime.tokens.audit(principal, "pause", session=session, detail={"for_s": for_s})
+    return SettingsOut.of(paused)
 
 
 @router.post(
@@ -381,18 +502,24 @@ async def pause(session: SessionPath, queue: QueueDep, body: PauseIn | None = No
     dependencies=SameSite,
     responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def resume(session: SessionPath, queue: QueueDep) -> SettingsOut:
+async def resume(
+    session: SessionPath, runtime: RuntimeDep, principal: OperatingSession
+) -> SettingsOut:
     """End the session's pause (an operator's or a throttled release's); its waiting leases
     wake. Answers the settings."""
-    return SettingsOut.of(await queue.resume(session))
+    resumed = await runtime.queue.resume(session)
+    await runtime.tokens.audit(principal, "resume", session=session)
+    return SettingsOut.of(resumed)
 
 
 @router.get(
     "/sessions/{session}/report",
     tags=["operators"],
-    responses=responses("validation_error", "unavailable"),
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def session_report(session: SessionPath, queue: QueueDep) -> ReportOut:
+async def session_report(
+    session: SessionPath, queue: QueueDep, principal: ObservingSession
+) -> ReportOut:
     """The session's audit, read from the `lead_events` ledger: completions, double
     completions, overlapping leases and wasted attempts (all zero with the ledger off)."""
     return ReportOut.of(await report.report(queue, session))
@@ -401,11 +528,26 @@ async def session_report(session: SessionPath, queue: QueueDep) -> ReportOut:
 @router.get(
     "/leads/{lead_id}",
     tags=["operators"],
-    responses=responses("not_found", "validation_error", "unavailable"),
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
 )
-async def get_lead(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
-    """One lead (its lease token is never shown)."""
-    return LeadOut.of(await queue.get(lead_id))
+async def get_lead(
+    lead_id: LeadIdPath,
+    runtime: RuntimeDep,
+    request: Request,
+    principal: ReadingLead,
+    wait_s: WaitQuery = 0.0,
+) -> LeadOut:
+    """One lead (its lease token is never shown); 404 for a lead of a session not the token's,
+    as if it did not exist.
+
+    With `wait_s` > 0 the request is held until the lead is terminal (`done`, `failed` or
+    `cached`) or the wait ends, then answers the lead as it is: a waiter wakes on the
+    notification of its lead's end, through whichever API process ended it, and holds no
+    database connection meanwhile. Beyond `LEASEQ_MAX_OUTCOME_WAITERS` held in one process,
+    a lead not yet ended answers 503."""
+    access.reads_lead(principal, await runtime.queue.get(lead_id))  # before anyone waits
+    gone = request.is_disconnected if wait_s > 0 else None
+    return LeadOut.of(await runtime.outcomes.outcome(lead_id, wait_s, gone=gone))
 
 
 @router.post(
@@ -414,10 +556,13 @@ async def get_lead(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
     dependencies=SameSite,
     responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
 )
-async def cancel(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
+async def cancel(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead) -> LeadOut:
     """A queued or leased lead becomes `failed` with error `cancelled`; its holder's next
     renew or complete gets 409 `lease_lost`. A finished lead answers 409 `conflict`."""
-    return LeadOut.of(await queue.cancel(lead_id))
+    await access.changes_leads(principal, runtime.tokens, [lead_id])
+    lead = await runtime.queue.cancel(lead_id)
+    await runtime.tokens.audit(principal, "cancel", session=lead.session, lead_id=lead_id)
+    return LeadOut.of(lead)
 
 
 @router.post(
@@ -426,21 +571,28 @@ async def cancel(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
     dependencies=SameSite,
     responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
 )
-async def retry(lead_id: LeadIdPath, queue: QueueDep) -> LeadOut:
+async def retry(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead) -> LeadOut:
     """Queue a `failed` lead again (dead-letter replay); any other status answers 409 `conflict`."""
-    return LeadOut.of(await queue.retry(lead_id))
+    await access.changes_leads(principal, runtime.tokens, [lead_id])
+    lead = await runtime.queue.retry(lead_id)
+    await runtime.tokens.audit(principal, "retry", session=lead.session, lead_id=lead_id)
+    return LeadOut.of(lead)
 
 
 @router.get(
     "/leads/{lead_id}/events",
     tags=["operators"],
-    responses=responses("not_found", "validation_error", "unavailable"),
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
 )
-async def lead_events(lead_id: LeadIdPath, queue: QueueDep) -> LeadEventsOut:
+async def lead_events(
+    lead_id: LeadIdPath, queue: QueueDep, principal: ReadingLead
+) -> LeadEventsOut:
     """The lead and its ledger, read at one instant: every event in the order written (push,
     each lease with its attempt and owner, release, expiry, completion, cancel, retry), each at
     the database clock's time. Renewals write none. Empty with the ledger off."""
-    return LeadEventsOut.of(await timeline.timeline(queue, lead_id))
+    found = await timeline.timeline(queue, lead_id)
+    access.reads_lead(principal, found.lead)
+    return LeadEventsOut.of(found)
 
 
 @router.post(
@@ -449,53 +601,160 @@ async def lead_events(lead_id: LeadIdPath, queue: QueueDep) -> LeadEventsOut:
     dependencies=SameSite,
     responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def retry_failed(session: SessionPath, queue: QueueDep) -> RetriedOut:
+async def retry_failed(
+    session: SessionPath, runtime: RuntimeDep, principal: OperatingSession
+) -> RetriedOut:
     """Queue every `failed` lead of the session again, as `POST /leads/{id}/retry` does each
     (dead-letter replay: the next lease of each is a new attempt); answers how many. A lead
     that fails while it runs is left for the next call. No body; refuses a browser's
     cross-site request (403)."""
-    return RetriedOut(requeued=await queue.retry_failed(session))
+    requeued = await runtime.queue.retry_failed(session)
+    await runtime.tokens.audit(
+        principal, "retry-failed", session=session, detail={"requeued": requeued}
+    )
+    return RetriedOut(requeued=requeued)
 
 
-@router.get("/metrics", tags=["operators"], response_class=Response)
-async def prometheus_metrics(queue: QueueDep) -> Response:
-    """Prometheus text format: the counters of every server process, and lead counts read
-    from the database now (left out while it does not answer)."""
+async def _schedules_own(runtime: Runtime, principal: Principal, name: str, session: str) -> None:
+    """Refuse (403) a schedule put into a session not the token's, or over a schedule of
+    that name that belongs to such a session."""
+    if not principal.covers(session):
+        raise Forbidden(f"session {session} is not this token's")
+    if principal.everywhere:
+        return
     try:
-        stats: AllCounts | None = await queue.stats_all()
+        existing = await runtime.schedules.get(name)
+    except NotFound:
+        return
+    if not principal.covers(existing.session):
+        raise Forbidden(f"schedule {name} is of a session not this token's")
+
+
+@router.put(
+    "/schedules/{name}",
+    tags=["schedules"],
+    dependencies=SameSite,
+    responses=responses(*BODY_PROBLEMS),
+)
+async def put_schedule(
+    name: ScheduleName, body: ScheduleIn, runtime: RuntimeDep, principal: Scheduling
+) -> ScheduleOut:
+    """Create or replace a schedule: at each tick of `cron` in `timezone` (judged on the
+    database clock), one lead is pushed into `session` with the key `schedule:{name}:{tick}`
+    (the tick in RFC 3339 UTC), however many API processes run. A tick missed while no
+    process ran is pushed once when one starts (only the latest). Answers the schedule with
+    its `next_tick`; a bad cron expression or time zone answers 422 and stores nothing."""
+    await _schedules_own(runtime, principal, name, body.session)
+    lead = body.lead.model_dump(exclude_defaults=True) | {"payload": body.lead.payload}
+    schedule = await runtime.schedules.put(name, body.session, body.cron, body.timezone, lead)
+    await runtime.tokens.audit(principal, "schedule", session=body.session, detail={"name": name})
+    return ScheduleOut.of(schedule)
+
+
+@router.get("/schedules", tags=["schedules"], responses=responses("forbidden", "unavailable"))
+async def list_schedules(runtime: RuntimeDep, principal: ObservingOwn) -> SchedulesOut:
+    """Every schedule, by name, each with its `next_tick`; for a scoped token, those of its
+    own sessions only."""
+    own = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
+    return SchedulesOut(schedules=[ScheduleOut.of(s) for s in own])
+
+
+@router.get(
+    "/schedules/{name}",
+    tags=["schedules"],
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+)
+async def get_schedule(
+    name: ScheduleName, runtime: RuntimeDep, principal: ObservingSchedule
+) -> ScheduleOut:
+    """One schedule, with its `next_tick`; 404 for a schedule of a session not the token's,
+    as if it did not exist."""
+    schedule = await runtime.schedules.get(name)
+    if not principal.covers(schedule.session):
+        raise NotFound(f"no schedule {name}")
+    return ScheduleOut.of(schedule)
+
+
+@router.delete(
+    "/schedules/{name}",
+    status_code=204,
+    tags=["schedules"],
+    dependencies=SameSite,
+    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+)
+async def delete_schedule(
+    name: ScheduleName, runtime: RuntimeDep, principal: Scheduling
+) -> Response:
+    """Stop a schedule; the leads it pushed stay. 404 when there is none of that name; 403
+    for a schedule of a session not the token's."""
+    schedule = await runtime.schedules.get(name)
+    if not principal.covers(schedule.session):
+        raise Forbidden(f"session {schedule.session} is not this token's")
+    await runtime.schedules.delete(name)
+    await runtime.tokens.audit(
+        principal, "unschedule", session=schedule.session, detail={"name": name}
+    )
+    return Response(status_code=204)
+
+
+@router.get(
+    "/metrics", tags=["operators"], response_class=Response, responses=responses("forbidden")
+)
+async def prometheus_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
+    """Prometheus text format: the counters of every server process, and lead counts read
+    from the database now (left out while it does not answer); for a scoped token, the
+    counts of its own sessions only."""
+    try:
+        stats: AllCounts | None = own_counts(principal, await queue.stats_all())
     except Unavailable:
         stats = None
     return Response(metrics.render(stats), media_type=metrics.CONTENT_TYPE)
 
 
 @router.get("/dashboard", tags=["operators"], response_class=HTMLResponse)
-async def operator_dashboard() -> HTMLResponse:
+async def operator_dashboard(principal: Public) -> HTMLResponse:
     """The operator's page. It holds no data and no secret, so it is served without a token;
     its script asks for the token once and polls `/dashboard/data` with it."""
     return HTMLResponse(page.shell(), headers=SHELL_HEADERS)
 
 
 @router.get(
-    "/dashboard/data", tags=["operators"], responses=responses("validation_error", "unavailable")
+    "/dashboard/data",
+    tags=["operators"],
+    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def operator_dashboard_data(queue: QueueDep, search: SearchQuery = None) -> JSONResponse:
+async def operator_dashboard_data(
+    runtime: RuntimeDep, principal: ObservingOwn, search: SearchQuery = None
+) -> JSONResponse:
     """What the dashboard shows: per session its counts, oldest available lead, settings and
-    completions per minute; the leases closest to expiry; the latest failures. With `search`,
-    only the sessions whose name holds it (in any case)."""
-    return JSONResponse(page.to_json(await overview.snapshot(queue, search)))
+    completions per minute; the leases closest to expiry; the latest failures; the schedules
+    with their next ticks. With `search`, only the sessions whose name holds it (in any
+    case). A scoped token sees its own sessions only; `access` says what the page may offer
+    it (`operate`: cancel and retry)."""
+    visible = None if principal.everywhere else principal.covers
+    snapshot = await overview.snapshot(runtime.queue, search, visible=visible)
+    schedules = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
+    data = page.to_json(snapshot, schedules)
+    data["access"] = {
+        "token": principal.name,
+        "role": principal.role or "full",
+        "sessions": principal.pattern,
+        "operate": principal.may(Action.OPERATE),
+    }
+    return JSONResponse(data)
 
 
 # -- probes ------------------------------------------------------------------
 
 
 @probes.get("/healthz")
-async def healthz() -> Health:
+async def healthz(principal: Public) -> Health:
     """200 while the process runs."""
     return Health(status="ok")
 
 
 @probes.get("/readyz", response_model=Health, responses=responses("unavailable"))
-async def readyz(runtime: RuntimeDep) -> Health | ProblemResponse:
+async def readyz(runtime: RuntimeDep, principal: Public) -> Health | ProblemResponse:
     """200 when the database answers, the schema is at head and boot recovery is done; else 503."""
     reason = await runtime.ready()
     if reason is not None:

@@ -1,17 +1,19 @@
-"""Request and response models of the REST API, with SPEC's limits, so /openapi.json is exact.
+"""Request and response models of the REST API, with the limits of docs/contract.md#limits,
+so /openapi.json is exact.
 
 Requests are strict (a string is not a number, unknown fields are refused,
 NaN and infinities are refused); the domain checks them again. Responses are
-shaped exactly as SPEC says; timestamps are RFC 3339 in UTC (``…Z``). A lead
-object never carries its lease token.
+shaped exactly as docs/contract.md#lease-and-lead-objects says; timestamps are RFC 3339
+in UTC (``…Z``). A lead object never carries its lease token.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import cache
 from types import UnionType
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from fastapi import Header
 from pydantic import (
@@ -23,12 +25,14 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationInfo,
     WithJsonSchema,
+    create_model,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from app.domain.report import Report
+from app.domain.schedules import MAX_CRON_CHARS, MAX_TIMEZONE_CHARS
 from app.domain.timeline import MAX_EVENTS, Timeline
 from app.leasing.request import LeaseRequest
 from leaseq.limits import (
@@ -68,6 +72,7 @@ from leaseq.model import (
     Lead,
     Lease,
     Renewal,
+    Schedule,
     SessionSettings,
     Status,
 )
@@ -314,28 +319,34 @@ class SweepIn(Body):
 # -- responses ----------------------------------------------------------------
 
 
-class LeadOut(Answer):
-    id: int
-    session: str
-    priority: int
-    payload: dict[str, Any]
-    key: str | None
-    status: Status
-    owner: str | None
-    attempts: int
-    max_attempts: int
-    available_at: Timestamp
-    lease_expires_at: Timestamp | None
-    result: Any
-    error: str | None
-    created_at: Timestamp
-    updated_at: Timestamp
-    depth: int
-    parent_id: int | None
-    checkpoint: Any = Field(description="What the last holder's renewals carried; null: none.")
-    concurrency_key: str | None
-    max_runtime_s: int | None = Field(description="Its own; null: the session's default.")
+# What the API says of a lead's fields beyond their names and types.
+_LEAD_DESCRIPTIONS = {
+    "checkpoint": "What the last holder's renewals carried; null: none.",
+    "max_runtime_s": "Its own; null: the session's default.",
+}
 
+
+def _lead_fields() -> dict[str, Any]:
+    """The fields of the client's ``Lead``, in its order, as this model's (every one required,
+    a timestamp as RFC 3339): the lead's fields are listed once, there."""
+    hints = get_type_hints(Lead)
+    out: dict[str, Any] = {}
+    for name in (field.name for field in dataclass_fields(Lead)):
+        hint = hints[name]
+        if hint is datetime:
+            hint = Timestamp
+        elif datetime in get_args(hint):
+            hint = Timestamp | None
+        out[name] = (hint, Field(description=_LEAD_DESCRIPTIONS.get(name)))
+    return out
+
+
+_LeadFields = create_model("LeadOut", __base__=Answer, **_lead_fields())
+
+
+# A lead as the API shows it: the fields of ``leaseq.model.Lead`` (no docstring: it would
+# become the schema's description).
+class LeadOut(_LeadFields):
     @classmethod
     def of(cls, lead: Lead) -> LeadOut:
         return cls.model_validate(lead)
@@ -624,3 +635,47 @@ class LeadEventsOut(Answer):
 
 class RetriedOut(Answer):
     requeued: int = Field(description="Failed leads queued again.")
+
+
+class ScheduleLeadIn(Body):
+    """The lead pushed at each tick: a lead of a push, without its key (the tick's)."""
+
+    payload: dict[str, Any] = Field(description="Any JSON object.")
+    priority: int = Field(0, ge=-INT32_MAX - 1, le=INT32_MAX, description="Higher first.")
+    max_attempts: int | None = Field(None, ge=1, le=MAX_ATTEMPTS)
+    delay_s: DelayS = Field(0, description="Not leasable before this many seconds after its tick.")
+
+
+class ScheduleIn(Body):
+    session: SessionName = Field(description="The session each tick's lead is pushed to.")
+    cron: str = Field(
+        min_length=1,
+        max_length=MAX_CRON_CHARS,
+        examples=["*/5 * * * *"],
+        description="Five fields (minute hour day-of-month month day-of-week), or @daily etc.",
+    )
+    timezone: str = Field(
+        "UTC",
+        min_length=1,
+        max_length=MAX_TIMEZONE_CHARS,
+        examples=["Europe/Paris"],
+        description="The IANA time zone the cron expression is read in.",
+    )
+    lead: ScheduleLeadIn
+
+
+class ScheduleOut(Answer):
+    name: str
+    session: str
+    cron: str
+    timezone: str
+    lead: dict[str, Any]
+    next_tick: Timestamp = Field(description="The next tick, on the database clock.")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        return cls.model_validate(schedule, from_attributes=True)
+
+
+class SchedulesOut(Answer):
+    schedules: list[ScheduleOut]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, fields
 from functools import cache
 from typing import Any
@@ -11,7 +12,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from app import __version__
 from app.domain.overview import WINDOW_MINUTES, SessionView, Snapshot
 from app.service.maintenance import AUTOVACUUM_OFF
-from leaseq.model import STATUSES, SessionSettings
+from leaseq.model import STATUSES, Schedule, SessionSettings
 from leaseq.timefmt import rfc3339
 
 POLL_INTERVAL_MS = 2000
@@ -57,8 +58,19 @@ def _settings(settings: SessionSettings) -> dict[str, Any]:
     return {**asdict(settings), "paused_until": None if paused is None else rfc3339(paused)}
 
 
-def to_json(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot as JSON values; timestamps in RFC 3339 UTC."""
+def _schedule(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "name": schedule.name,
+        "session": schedule.session,
+        "cron": schedule.cron,
+        "timezone": schedule.timezone,
+        "next_tick": rfc3339(schedule.next_tick),
+    }
+
+
+def to_json(snapshot: Snapshot, schedules: Sequence[Schedule] = ()) -> dict[str, Any]:
+    """The snapshot, and the schedules with their next ticks, as JSON values; timestamps in
+    RFC 3339 UTC."""
     return {
         "now": rfc3339(snapshot.now),
         "autovacuum": snapshot.autovacuum,
@@ -69,4 +81,5 @@ def to_json(snapshot: Snapshot) -> dict[str, Any]:
         "hidden_sessions": snapshot.hidden_sessions,
         "expiring": [asdict(lease) for lease in snapshot.expiring],
         "failures": [{**asdict(f), "at": rfc3339(f.at)} for f in snapshot.failures],
+        "schedules": [_schedule(schedule) for schedule in schedules],
     }

@@ -66,24 +66,24 @@ async def once(
     ``key`` was checked by the caller (``check_key``). Raises InvalidInput
     when the key was used for another request.
     """
-    params = {"verb": verb, "key": key, "request": fingerprint(request), "now": now}
+    asked = fingerprint(request)
+    claim = statements.claim_key(verb=verb, key=key, request=asked, now=now)
     while True:
         claimed = False
         async with conn.transaction():
-            claimed = bool(await execute(conn, statements.claim_key(), params))
+            claimed = bool(await execute(conn, claim))
             if claimed:
                 result = await work(conn)
                 answer = encode(result)
                 if answer is None:
                     raise psycopg.Rollback()  # nothing was done: the key stays free
-                await execute(
-                    conn, statements.remember_answer(), {**params, "answer": json.dumps(answer)}
-                )
+                remember = statements.remember_answer(verb=verb, key=key, answer=json.dumps(answer))
+                await execute(conn, remember)
             else:  # taken by a request that committed (after we waited for it, if need be)
-                found = await execute(conn, statements.remembered(), params)
+                found = await execute(conn, statements.remembered(verb=verb, key=key))
         if claimed:
             return result
         if found:  # else it was pruned since: claim it again
-            if found[0]["request"] != params["request"]:
+            if found[0]["request"] != asked:
                 raise InvalidInput(FIELD, "was used before for another request; use a new key")
             return await decode(conn, found[0]["answer"])

@@ -15,6 +15,7 @@ of the ledger. With the ledger off the chart stays flat.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
@@ -24,7 +25,7 @@ from app.store import statements
 from app.store.pool import Connection, Row, execute
 from leaseq.model import Counts, SessionSettings
 
-WINDOW_MINUTES = 15
+WINDOW_MINUTES = statements.WINDOW_MINUTES
 MAX_SESSIONS = 100
 EXPIRING = 10
 FAILURES = 10
@@ -91,19 +92,23 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
         await execute(conn, statements.stats_all()),
-        await execute(conn, statements.oldest_available(), {"now": None}),
-        await execute(conn, statements.settings_all(), {"now": None}),
-        await execute(conn, statements.per_minute(WINDOW_MINUTES)),
-        await execute(conn, statements.expiring(), {"limit": EXPIRING}),
-        await execute(conn, statements.failures(), {"limit": FAILURES}),
+        await execute(conn, statements.oldest_available(now=None)),
+        await execute(conn, statements.settings_all(now=None)),
+        await execute(conn, statements.per_minute(window_minutes=WINDOW_MINUTES)),
+        await execute(conn, statements.expiring(limit=EXPIRING)),
+        await execute(conn, statements.failures(limit=FAILURES)),
     )
 
 
-async def snapshot(queue: Queue, search: str | None = None) -> Snapshot:
+async def snapshot(
+    queue: Queue, search: str | None = None, *, visible: Callable[[str], bool] | None = None
+) -> Snapshot:
     """What the dashboard shows now. Raises Unavailable when the database does not answer.
 
     With ``search``, only the sessions whose name holds it (in any case) are listed; the
-    total still counts every session.
+    total still counts every session. With ``visible`` (a scoped token's sessions), nothing
+    of any other session is shown or counted, not even in the total; the expiring leases
+    and latest failures are then those of the visible sessions among the latest read.
     """
     (
         now,
@@ -124,6 +129,10 @@ async def snapshot(queue: Queue, search: str | None = None) -> Snapshot:
         completed.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["completed"])
         wasted.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["wasted"])
     names = set(counts) | set(completed) | set(settings)
+    if visible is not None:
+        names = {name for name in names if visible(name)}
+        expiring_rows = [row for row in expiring_rows if visible(row["session"])]
+        failure_rows = [row for row in failure_rows if visible(row["session"])]
     views = [
         SessionView(
             name,

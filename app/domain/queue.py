@@ -35,7 +35,7 @@ Knows nothing of HTTP, nor of leasing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from itertools import accumulate
@@ -47,6 +47,7 @@ from app.domain import idempotency, validation
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
+from app.store.statements import Statement
 from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
@@ -78,6 +79,24 @@ MAX_GROUP_ITEMS = 1000
 # renewals and completions sent again alone); the rest of those callers wait for a turn
 # without a connection, so many held rows cannot take the pool from everyone else.
 HELD_ROWS_POOL_SHARE = 4
+
+
+async def in_batches(
+    batch: Callable[[], Awaitable[Sequence[Row]]], size: int, *counted: str
+) -> list[int]:
+    """Run ``batch`` (one statement that acts on at most ``size`` rows, answering one row of
+    counts) until one comes back short; the sum of each ``counted`` column over the batches.
+
+    Maintenance works so (sweep, promote, prune, the replay of dead letters): each statement
+    holds few row locks, for a short time, and the next one sees what the last committed.
+    """
+    totals = [0] * len(counted)
+    while True:
+        [row] = await batch()
+        done = [int(row[name]) for name in counted]
+        totals = [total + n for total, n in zip(totals, done, strict=True)]
+        if sum(done) < size:
+            return totals
 
 
 def lead_of(row: Mapping[str, Any]) -> Lead:
@@ -171,8 +190,8 @@ class _Completing:
 
 
 # What a grouped renewal or completion answers its caller: its answer, and the positions of
-# its items whose row another transaction held (``statements._busy_answer``): those the caller sends
-# again alone, so only it waits for that transaction.
+# its items whose row another transaction held (``statements.fragments.busy_answer``):
+# those the caller sends again alone, so only it waits for that transaction.
 Renewed = tuple[list[ItemResult], list[int]]
 Completed = tuple[dict[int, Lead | None], list[int]]
 
@@ -240,8 +259,13 @@ class Queue:
             enabled=group_commit,
         )
 
-    async def _rows(self, query: str, params: dict[str, Any]) -> list[Row]:
+    async def _rows(self, query: str, params: Mapping[str, Any]) -> list[Row]:
+        """The one way the queue's own statements reach the pool (tests watch them here)."""
         return await self.db.rows(query, params)
+
+    async def _run(self, statement: Statement) -> list[Row]:
+        """The rows of one built statement, on a pooled connection."""
+        return await self._rows(statement.text, statement.params)
 
     # -- producers ---------------------------------------------------------
 
@@ -272,26 +296,27 @@ class Queue:
                     first_of_key.add(lead.key)
         inserting = set(to_insert)
         rows = [leads[i] for i in to_insert]
-        params = {
-            "session": session,
-            "now": now,
-            "priorities": [lead.priority for lead in rows],
-            "payloads": [payloads[i] for i in to_insert],
-            "keys": [lead.key for lead in rows],
-            "depths": [lead.depth for lead in rows],
-            "parent_ids": [lead.parent_id for lead in rows],
-            "max_attempts": [lead.max_attempts or self.default_max_attempts for lead in rows],
-            "delays": [float(lead.delay_s) for lead in rows],
-            "concurrency_keys": [lead.concurrency_key for lead in rows],
-            "max_runtimes": [lead.max_runtime_s for lead in rows],
-        }
+        statement = statements.push(
+            session=session,
+            priorities=[lead.priority for lead in rows],
+            payloads=[payloads[i] for i in to_insert],
+            keys=[lead.key for lead in rows],
+            depths=[lead.depth for lead in rows],
+            parent_ids=[lead.parent_id for lead in rows],
+            max_attempts=[lead.max_attempts or self.default_max_attempts for lead in rows],
+            delays=[float(lead.delay_s) for lead in rows],
+            concurrency_keys=[lead.concurrency_key for lead in rows],
+            max_runtimes=[lead.max_runtime_s for lead in rows],
+            now=now,
+            ledger=self.ledger,
+        )
 
         async def insert(conn: Connection) -> PushResult:
-            inserted = await execute(conn, statements.push(self.ledger), params)
+            inserted = await execute(conn, statement)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
                 found = await execute(
-                    conn, statements.existing_keys(), {"session": session, "keys": missing}
+                    conn, statements.existing_keys(session=session, keys=list(missing))
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
             return _push_result(leads, inserting, inserted, id_by_key)
@@ -358,8 +383,7 @@ class Queue:
     async def _why_lost(self, lead_id: int, token: str, now: datetime | None) -> LeaseLost:
         """The refusal of a renewal, with its reason when the lease ended at its maximum
         runtime (a read of its own, on the refused path only)."""
-        params = {"ids": [lead_id], "tokens": [token], "now": now}
-        if await self._rows(statements.runtime_ran_out(), params):
+        if await self._run(statements.runtime_ran_out(ids=[lead_id], tokens=[token], now=now)):
             return LeaseLost("the lead's maximum runtime ended", reason="max_runtime")
         return LeaseLost()
 
@@ -408,14 +432,15 @@ class Queue:
         Grouped, it skips the rows another transaction holds (their items come back busy, to
         be sent again alone); ``skip_locked=False`` waits for them.
         """
-        params = {
-            "ids": [lead_id for call in calls for lead_id in call.ids],
-            "tokens": [token for call in calls for token in call.tokens],
-            "ttls": [ttl for call in calls for ttl in call.ttls],
-            "checkpoints": [checkpoint for call in calls for checkpoint in call.checkpoints],
-            "now": now,
-        }
-        rows = await self._rows(statements.renew_many(skip_locked=skip_locked), params)
+        statement = statements.renew_many(
+            ids=[lead_id for call in calls for lead_id in call.ids],
+            tokens=[token for call in calls for token in call.tokens],
+            ttls=[ttl for call in calls for ttl in call.ttls],
+            checkpoints=[checkpoint for call in calls for checkpoint in call.checkpoints],
+            now=now,
+            skip_locked=skip_locked,
+        )
+        rows = await self._run(statement)
         renewed = {(row["id"], row["token"]): row for row in rows if row["id"] is not None}
         busy = _per_caller(rows[0]["busy"] if skip_locked else [], [len(c.ids) for c in calls])
         answers: list[Renewed] = []
@@ -518,28 +543,31 @@ class Queue:
         """
         items = [item for call in calls for item in call.items]
         lean = all(call.lean for call in calls)
-        params = {
-            "ids": [item.lead_id for item in items],
-            "tokens": [item.token for item in items],
-            "statuses": [item.status for item in items],
-            "results": [result for call in calls for result in call.results],
-            "errors": [item.error for item in items],
-            "now": now,
-        }
-        statement = statements.complete_many(self.ledger, lean=lean, skip_locked=skip_locked)
-        rows = await self._rows(statement, params)
+        statement = statements.complete_many(
+            ids=[item.lead_id for item in items],
+            tokens=[item.token for item in items],
+            statuses=[item.status for item in items],
+            results=[result for call in calls for result in call.results],
+            errors=[item.error for item in items],
+            now=now,
+            ledger=self.ledger,
+            lean=lean,
+            skip_locked=skip_locked,
+        )
+        rows = await self._run(statement)
         done = {
             row["item"]: None if lean else lead_of(row) for row in rows if row["item"] is not None
         }
         held = set(rows[0]["busy"]) if skip_locked else set()
         if refused := [i for i in range(len(items)) if i not in done and i not in held]:
-            again = {
-                "ids": [items[i].lead_id for i in refused],
-                "tokens": [items[i].token for i in refused],
-                "statuses": [items[i].status for i in refused],
-                "items": refused,
-            }
-            rows = await self._rows(statements.completed_already(lean=lean), again)
+            again = statements.completed_already(
+                ids=[items[i].lead_id for i in refused],
+                tokens=[items[i].token for i in refused],
+                statuses=[items[i].status for i in refused],
+                items=refused,
+                lean=lean,
+            )
+            rows = await self._run(again)
             done.update({row["item"]: None if lean else lead_of(row) for row in rows})
         answers: list[Completed] = []
         start = 0
@@ -561,7 +589,7 @@ class Queue:
     ) -> Lead:
         """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
 
-        On the lead's last attempt it fails instead (SPEC invariant 7), its error
+        On the lead's last attempt it fails instead (docs/contract.md#invariant-7), its error
         saying so and carrying ``error``, the holder's reason, when given.
         ``throttle_s``: a cooldown (docs/contract.md#flow-control): the lead is queued
         whatever its attempt, this lease does not count against ``max_attempts``, and the
@@ -571,15 +599,17 @@ class Queue:
         validation.token(token)
         delay = validation.delay(delay_s)
         validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
-        params = {
-            "lead_id": lead_id,
-            "token": token,
-            "delay_s": delay,
-            "error": error,
-            "throttle_s": validation.throttle(throttle_s),
-            "now": now,
-        }
-        rows = await self._rows(statements.release(self.ledger), params)
+        rows = await self._run(
+            statements.release(
+                lead_id=lead_id,
+                token=token,
+                delay_s=delay,
+                error=error,
+                throttle_s=validation.throttle(throttle_s),
+                now=now,
+                ledger=self.ledger,
+            )
+        )
         if not rows:
             raise LeaseLost()
         return lead_of(rows[0])
@@ -589,23 +619,25 @@ class Queue:
     async def sweep(self, session: str, *, now: datetime | None = None) -> SweepResult:
         """Requeue one session's expired leases (failed at max_attempts); others untouched."""
         validation.session(session)
-        return await self._sweep(
-            statements.sweep(self.ledger, scoped=True), {"session": session}, now
-        )
+        return await self._sweep(session, now)
 
     async def sweep_all(self, *, now: datetime | None = None) -> SweepResult:
         """Requeue expired leases in every session: boot recovery and the background sweeper."""
-        return await self._sweep(statements.sweep(self.ledger, scoped=False), {}, now)
+        return await self._sweep(None, now)
 
-    async def _sweep(self, stmt: str, params: dict[str, Any], now: datetime | None) -> SweepResult:
+    async def _sweep(self, session: str | None, now: datetime | None) -> SweepResult:
         """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
-        requeued = failed = 0
-        while True:
-            [row] = await self._rows(stmt, {**params, "now": now, "limit": SWEEP_BATCH})
-            requeued += row["requeued"]
-            failed += row["failed"]
-            if row["requeued"] + row["failed"] < SWEEP_BATCH:
-                return SweepResult(requeued=requeued, failed=failed)
+        statement = statements.sweep(
+            session=session,
+            limit=SWEEP_BATCH,
+            now=now,
+            ledger=self.ledger,
+            scoped=session is not None,
+        )
+        requeued, failed = await in_batches(
+            lambda: self._run(statement), SWEEP_BATCH, "requeued", "failed"
+        )
+        return SweepResult(requeued=requeued, failed=failed)
 
     async def promote(self, *, now: datetime | None = None) -> int:
         """Make delayed leads that came due ready to lease (any session); returns how many.
@@ -613,12 +645,9 @@ class Queue:
         A lease promotes its own session's due leads too; this keeps the rest
         (and the dashboard's oldest age) current. Batches of PROMOTE_BATCH.
         """
-        promoted = 0
-        while True:
-            [row] = await self._rows(statements.promote(), {"now": now, "limit": PROMOTE_BATCH})
-            promoted += int(row["promoted"])
-            if row["promoted"] < PROMOTE_BATCH:
-                return promoted
+        statement = statements.promote(limit=PROMOTE_BATCH, now=now)
+        [promoted] = await in_batches(lambda: self._run(statement), PROMOTE_BATCH, "promoted")
+        return promoted
 
     async def prune(
         self,
@@ -637,43 +666,37 @@ class Queue:
         """
         older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
         limit = validation.integer("batch", batch, low=1, high=100_000)
-        params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": limit}
         if session is not None:
-            params["session"] = validation.session(session)
-        stmt = statements.prune(scoped=session is not None)
-        pruned = 0
-        while True:
-            [row] = await self._rows(stmt, params)
-            pruned += int(row["pruned"])
-            if row["pruned"] < limit:
-                return pruned
+            validation.session(session)
+        statement = statements.prune(
+            session=session, older_than_s=older, limit=limit, now=now, scoped=session is not None
+        )
+        [pruned] = await in_batches(lambda: self._run(statement), limit, "pruned")
+        return pruned
 
     async def prune_keys(
         self, older_than_s: float, *, now: datetime | None = None, batch: int = PRUNE_BATCH
     ) -> int:
         """Forget idempotency keys older than ``older_than_s`` seconds; returns how many."""
         older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
-        params: dict[str, Any] = {"older_than_s": older, "now": now, "limit": batch}
-        pruned = 0
-        while True:
-            [row] = await self._rows(statements.prune_keys(), params)
-            pruned += int(row["pruned"])
-            if row["pruned"] < batch:
-                return pruned
+        statement = statements.prune_keys(older_than_s=older, limit=batch, now=now)
+        [pruned] = await in_batches(lambda: self._run(statement), batch, "pruned")
+        return pruned
 
     async def fold_counts(self) -> None:
         """Keep ``lead_counts`` small: fold its slots into one row per session and status, and
         forget the counts that came to zero (the pruner's; the counts read the same after)."""
-        await self._rows(statements.fold_counts(), {})
-        await self._rows(statements.forget_zero_counts(), {})
+        await self._run(statements.fold_counts())
+        await self._run(statements.forget_zero_counts())
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".
 
         Raises NotFound, or Conflict if the lead is terminal.
         """
+        validation.lead_id(lead_id)
         return await self._operator(
-            statements.cancel(self.ledger), lead_id, now, "cancel", "terminal"
+            statements.cancel(lead_id=lead_id, now=now, ledger=self.ledger), "terminal"
         )
 
     async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
@@ -681,8 +704,9 @@ class Queue:
 
         Raises NotFound, or Conflict if the lead is not failed.
         """
+        validation.lead_id(lead_id)
         return await self._operator(
-            statements.retry(self.ledger), lead_id, now, "retry", "not failed"
+            statements.retry(lead_id=lead_id, now=now, ledger=self.ledger), "not failed"
         )
 
     async def retry_failed(
@@ -696,31 +720,36 @@ class Queue:
         """
         validation.session(session)
         limit = validation.integer("batch", batch, low=1, high=100_000)
-        params: dict[str, Any] = {"session": session, "now": now, "limit": limit}
-        stmt, before, retried = statements.retry_failed(self.ledger), None, 0
-        while True:
-            [row] = await self._rows(stmt, {**params, "before": before})
-            retried += int(row["retried"])
-            before = before or row["started"]
-            if row["retried"] < limit:
-                return retried
+        before: datetime | None = None  # the first batch's start, for the batches after
 
-    async def _operator(
-        self, stmt: str, lead_id: int, now: datetime | None, verb: str, why: str
-    ) -> Lead:
-        validation.lead_id(lead_id)
-        rows = await self._rows(stmt, {"lead_id": lead_id, "now": now})
+        async def one_batch() -> list[Row]:
+            nonlocal before
+            rows = await self._run(
+                statements.retry_failed(
+                    session=session, before=before, limit=limit, now=now, ledger=self.ledger
+                )
+            )
+            before = before or rows[0]["started"]
+            return rows
+
+        [retried] = await in_batches(one_batch, limit, "retried")
+        return retried
+
+    async def _operator(self, statement: Statement, why: str) -> Lead:
+        """An operator's verb on one lead (``cancel``, ``retry``); Conflict says why not."""
+        rows = await self._run(statement)
         if rows:
             return lead_of(rows[0])
+        lead_id = statement.params["lead_id"]
         current = await self.get(lead_id)  # only on the refusal path: which refusal?
-        raise Conflict(f"cannot {verb} lead {lead_id}: it is {current.status} ({why})")
+        raise Conflict(f"cannot {statement.name} lead {lead_id}: it is {current.status} ({why})")
 
     # -- reading -----------------------------------------------------------
 
     async def get(self, lead_id: int) -> Lead:
         """One lead by id. Raises NotFound."""
         validation.lead_id(lead_id)
-        rows = await self._rows(statements.get(), {"lead_id": lead_id})
+        rows = await self._run(statements.get(lead_id=lead_id))
         if not rows:
             raise NotFound(f"no lead {lead_id}")
         return lead_of(rows[0])
@@ -729,7 +758,7 @@ class Queue:
         """Lead counts by status in one session (all zero for an unknown session), with the age
         of its oldest lead that could be leased now."""
         validation.session(session)
-        rows = await self._rows(statements.stats(), {"session": session, "now": now})
+        rows = await self._run(statements.stats(session=session, now=now))
         counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
         first = rows[0]
         return Counts(
@@ -741,8 +770,8 @@ class Queue:
 
         async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row]]:
             counts = await execute(conn, statements.stats_all())
-            ages = await execute(conn, statements.oldest_available(), {"now": now})
-            return counts, ages, await execute(conn, statements.paused_all(), {"now": now})
+            ages = await execute(conn, statements.oldest_available(now=now))
+            return counts, ages, await execute(conn, statements.paused_all(now=now))
 
         counts, ages, paused = await self.db.run(read)
         sessions = counts_by_session(counts, ages)
@@ -754,7 +783,7 @@ class Queue:
 
     async def available(self, *, now: datetime | None = None) -> dict[str, float]:
         """The sessions with a lead that could be leased now, and that lead's age in seconds."""
-        rows = await self._rows(statements.oldest_available(), {"now": now})
+        rows = await self._run(statements.oldest_available(now=now))
         return {row["session"]: float(row["age_s"]) for row in rows}
 
     # -- settings ----------------------------------------------------------
@@ -762,14 +791,14 @@ class Queue:
     async def settings(self, session: str) -> SessionSettings:
         """A session's settings (the defaults for one never set)."""
         validation.session(session)
-        rows = await self._rows(statements.settings_get(), {"session": session, "now": None})
+        rows = await self._run(statements.settings_get(session=session, now=None))
         return settings_of(rows[0] if rows else None)
 
     async def settings_all(self) -> dict[str, SessionSettings]:
         """The settings of every session they were set for, by name."""
         return {
             row["session"]: settings_of(row)
-            for row in await self._rows(statements.settings_all(), {"now": None})
+            for row in await self._run(statements.settings_all(now=None))
         }
 
     async def put_settings(
@@ -783,14 +812,22 @@ class Queue:
         """
         validation.session(session)
         validation.session_settings(settings)
-        params = {"session": session, "now": now, **asdict(settings)}
-        del params["paused_until"]  # not a setting: a change of settings leaves it alone
+        put = statements.settings_put(
+            session=session,
+            weight=settings.weight,
+            max_leased=settings.max_leased,
+            rate_per_s=settings.rate_per_s,
+            burst=settings.burst,
+            max_leased_per_key=settings.max_leased_per_key,
+            max_runtime_s=settings.max_runtime_s,
+            now=now,
+        )
 
         async def store(conn: Connection) -> SessionSettings:
             async with conn.transaction():
-                await execute(conn, statements.lock_timeout(), {"timeout": SETTINGS_LOCK_TIMEOUT})
+                await execute(conn, statements.lock_timeout(timeout=SETTINGS_LOCK_TIMEOUT))
                 await execute(conn, statements.settings_barrier())
-                [row] = await execute(conn, statements.settings_put(), params)
+                [row] = await execute(conn, put)
             return settings_of(row)
 
         return await self.db.run(store)
@@ -804,17 +841,18 @@ class Queue:
         Leases held go on. One statement: every lease statement begun after it answers, in any
         process, reads the pause. Returns the settings, with ``paused_until``."""
         validation.session(session)
-        params = {"session": session, "for_s": validation.pause_for(for_s), "now": now}
-        [row] = await self._rows(statements.pause(), params)
+        [row] = await self._run(
+            statements.pause(session=session, for_s=validation.pause_for(for_s), now=now)
+        )
         return settings_of(row)
 
     async def resume(self, session: str, *, now: datetime | None = None) -> SessionSettings:
         """End a session's pause (a throttled release's too) and wake its waiting leases."""
         validation.session(session)
-        rows = await self._rows(statements.resume(), {"session": session, "now": now})
+        rows = await self._run(statements.resume(session=session))
         return settings_of(rows[0] if rows else None)
 
     async def db_now(self) -> datetime:
         """The database clock (tests build injected instants from it)."""
-        [row] = await self._rows(statements.db_now(), {})
+        [row] = await self._run(statements.db_now())
         return row["now"]  # type: ignore[no-any-return]

@@ -75,15 +75,14 @@ COUNTERS = tuple(f.name for f in fields(Report) if f.type in (int, "int"))
 async def report(queue: Queue, session: str) -> Report:
     """The ledger's audit of ``session`` (all zero for an unknown one). Raises InvalidInput."""
     validation.session(session)
-    params = {"session": session}
 
     async def read(conn: Connection) -> list[list[Row]]:
         return [
-            await execute(conn, statement, params)
+            await execute(conn, statement)
             for statement in (
-                statements.session_report(),
-                statements.attempts_per_lead(),
-                statements.owners(),
+                statements.session_report(session=session),
+                statements.attempts_per_lead(session=session),
+                statements.owners(session=session),
             )
         ]
 

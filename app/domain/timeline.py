@@ -59,11 +59,11 @@ async def timeline(queue: Queue, lead_id: int) -> Timeline:
     async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
         async with conn.transaction():
             await execute(conn, sql.one_snapshot())
-            leads = await execute(conn, sql.get(), {"lead_id": lead_id})
+            leads = await execute(conn, sql.get(lead_id=lead_id))
             if not leads:
                 return leads, []
-            params = {"session": leads[0]["session"], "lead_id": lead_id, "limit": MAX_EVENTS}
-            return leads, await execute(conn, sql.lead_events(), params)
+            events = sql.lead_events(session=leads[0]["session"], lead_id=lead_id, limit=MAX_EVENTS)
+            return leads, await execute(conn, events)
 
     leads, rows = await queue.db.run(read)
     if not leads:

@@ -32,6 +32,10 @@ outage) is skipped too, logged once per failure, and tried again after
 ``FAILED_RETRY_S``: one session's rows never fail a lease of the others. An
 outage (``Unavailable``) is every session's, and goes to the caller.
 
+A scoped token's lease (``LeaseRequest.scope``) picks only among the
+sessions its patterns cover, and one session's lease refuses any other
+(``app.leasing.session``): the statement only ever names one of them.
+
 All of this is per API process, and only steers: fairness, never
 correctness. Every lease is the queue's guarded statement; a session the view
 missed is found at its next read. Several processes each share their own
@@ -49,6 +53,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+from app.domain.access import in_scope
 from app.leasing.request import LeaseRequest
 from app.leasing.session import Leased, SessionLeases
 from app.store.pool import StatementFailed
@@ -158,13 +163,22 @@ class Fleet:
 
     # -- choosing and leasing ---------------------------------------------------
 
-    def _pick(self, wanted: frozenset[str] | None, tried: set[str], now: float) -> str | None:
-        """The session with work, of those wanted and not tried yet, whose clock is lowest."""
+    def _pick(
+        self,
+        wanted: frozenset[str] | None,
+        tried: set[str],
+        now: float,
+        scope: tuple[str, ...] | None = None,
+    ) -> str | None:
+        """The session with work, of those wanted (and within ``scope``, a scoped token's
+        patterns) and not tried yet, whose clock is lowest."""
         pool = self._working if wanted is None else wanted & self._working
         best: str | None = None
         lowest = math.inf
         for session in pool:
             if session in tried or self._held_until.get(session, -math.inf) > now:
+                continue
+            if not in_scope(scope, session):
                 continue
             at = self._clocks[session]
             if at < lowest:
@@ -188,7 +202,7 @@ class Fleet:
                 await self.read()
             tried: set[str] = set()
             while len(tried) < TRIES:
-                session = self._pick(wanted, tried, self._clock())
+                session = self._pick(wanted, tried, self._clock(), request.scope)
                 if session is None:
                     break
                 tried.add(session)

@@ -26,6 +26,8 @@ class LeaseRequest:
     ``ttl_s`` None: the service's default. ``wait_s`` > 0: held until work
     arrives or it ends. With an ``idempotency_key``, the same request again
     gets the leases the first took (those still valid), never new ones.
+    ``scope``: the session patterns of a scoped token (``app.domain.access``);
+    nothing outside them is leased. None: every session.
     """
 
     session: str | None
@@ -35,6 +37,7 @@ class LeaseRequest:
     ttl_s: float | None = None
     wait_s: float = 0.0
     idempotency_key: str | None = None
+    scope: tuple[str, ...] | None = None
 
     @classmethod
     def checked(
@@ -70,8 +73,12 @@ class LeaseRequest:
 
     def stands_for(self, ttl_s: float) -> dict[str, Any]:
         """What an idempotency key names (``ttl_s``: the ttl granted). Across sessions, the
-        sessions asked, not the one chosen, and the ttl as asked."""
+        sessions asked, not the one chosen, and the ttl as asked. A scoped token's request
+        names its scope too: another token's key never hands it leases of another scope."""
+        scope = {} if self.scope is None else {"scope": list(self.scope)}
         if self.session is not None:
-            return {"session": self.session, "owner": self.owner, "max": self.max, "ttl_s": ttl_s}
+            one = {"session": self.session, "owner": self.owner, "max": self.max, "ttl_s": ttl_s}
+            return {**one, **scope}
         listed = None if self.sessions is None else sorted(self.sessions)
-        return {"sessions": listed, "owner": self.owner, "max": self.max, "ttl_s": self.ttl_s}
+        many = {"sessions": listed, "owner": self.owner, "max": self.max, "ttl_s": self.ttl_s}
+        return {**many, **scope}

@@ -25,11 +25,13 @@ from typing import Any
 
 from app import metrics
 from app.domain import idempotency
+from app.domain.access import in_scope
 from app.domain.queue import MAX_GROUP_ITEMS, Queue, lead_of
 from app.leasing.request import LeaseRequest
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, execute
+from app.store.statements import Statement
 from leaseq.model import Lease
 
 
@@ -114,17 +116,12 @@ class SessionLeases:
     ) -> Leased:
         """Lease up to ``request.max`` leads of ``session``, highest priority then oldest,
         saying what held the session back (its cap, its rate). ``now`` replaces the
-        database clock (tests); production passes None."""
+        database clock (tests); production passes None. A session outside the request's
+        ``scope`` (a scoped token's patterns) is never leased: no statement runs."""
+        if not in_scope(request.scope, session):
+            return Leased()
         ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
-        tokens = [new_token() for _ in range(request.max)]
-        params = {
-            "session": session,
-            "owner": request.owner,
-            "max": request.max,
-            "ttl_s": ttl,
-            "now": now,
-            "tokens": tokens,
-        }
+        call = _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
         db = self.queue.db
         if request.idempotency_key is not None:
             return await db.run(
@@ -133,30 +130,41 @@ class SessionLeases:
                     "lease",
                     request.idempotency_key,  # type: ignore[arg-type]
                     request.stands_for(ttl),
-                    lambda conn: self._lease_one(conn, params, ttl),
+                    lambda conn: self._lease_one(conn, session, now, call),
                     encode=_encode,
                     decode=lambda conn, answer: _decode(conn, answer, now),
                     now=now,
                 )
             )
         if session in self._limited:
-            return await db.run(lambda conn: self._lease_one(conn, params, ttl))
-        grouped = await self._groups.submit(
-            (session, now), _Plain(request.owner, request.max, ttl, tokens)
-        )
+            return await db.run(lambda conn: self._lease_one(conn, session, now, call))
+        grouped = await self._groups.submit((session, now), call)
         if grouped is not None:
             return grouped
-        return await db.run(lambda conn: self._lease_limited(conn, params, ttl))
+        return await db.run(lambda conn: self._lease_limited(conn, session, now, call))
 
-    async def _lease_one(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
+    def _lease_next(self, session: str, now: datetime | None, call: _Plain) -> Statement:
+        """The plain lease statement of one caller."""
+        return statements.lease_next(
+            session=session,
+            max=call.max,
+            owner=call.owner,
+            tokens=call.tokens,
+            ttl_s=call.ttl,
+            now=now,
+            ledger=self._ledger,
+        )
+
+    async def _lease_one(
+        self, conn: Connection, session: str, now: datetime | None, call: _Plain
+    ) -> Leased:
         """One lease on ``conn``, not grouped (a keyed lease, a session found limited)."""
-        session = params["session"]
         if session not in self._limited:
-            rows = await execute(conn, statements.lease_next(self._ledger), params)
+            rows = await execute(conn, self._lease_next(session, now, call))
             if not rows or not rows[0]["limited"]:
-                return Leased([lease_of(row, ttl) for row in rows if row["id"] is not None])
+                return Leased([lease_of(row, call.ttl) for row in rows if row["id"] is not None])
             self._limited.add(session)
-        return await self._lease_limited(conn, params, ttl)
+        return await self._lease_limited(conn, session, now, call)
 
     async def _lease_group(
         self, key: tuple[str, datetime | None], calls: Sequence[_Plain]
@@ -166,21 +174,19 @@ class SessionLeases:
         caller when the session turned out limited: each then leases through the limited
         path."""
         session, now = key
-        params: dict[str, Any] = {
-            "session": session,
-            "now": now,
-            "max": sum(call.max for call in calls),
-            "tokens": list(chain.from_iterable(call.tokens for call in calls)),
-        }
         if len(calls) == 1:
-            [call] = calls
-            params.update(owner=call.owner, ttl_s=call.ttl)
-            statement = statements.lease_next(self._ledger)
+            statement = self._lease_next(session, now, calls[0])
         else:
-            params["owners"] = [call.owner for call in calls for _ in range(call.max)]
-            params["ttls"] = [call.ttl for call in calls for _ in range(call.max)]
-            statement = statements.lease_group(self._ledger)
-        rows = await self.queue.db.rows(statement, params)
+            statement = statements.lease_group(
+                session=session,
+                max=sum(call.max for call in calls),
+                owners=[call.owner for call in calls for _ in range(call.max)],
+                tokens=list(chain.from_iterable(call.tokens for call in calls)),
+                ttls=[call.ttl for call in calls for _ in range(call.max)],
+                now=now,
+                ledger=self._ledger,
+            )
+        rows = await self.queue.db.rows(statement)
         if rows and rows[0]["limited"]:
             self._limited.add(session)
             return [None] * len(calls)
@@ -192,15 +198,26 @@ class SessionLeases:
                 taken[i].append(lease_of(row, calls[i].ttl))
         return [Leased(leases) for leases in taken]
 
-    async def _lease_limited(self, conn: Connection, params: dict[str, Any], ttl: float) -> Leased:
+    async def _lease_limited(
+        self, conn: Connection, session: str, now: datetime | None, call: _Plain
+    ) -> Leased:
         """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
         async with conn.transaction():
-            if await execute(conn, statements.lock_settings(), params):
-                rows = await execute(conn, statements.lease_limited(self._ledger), params)
+            if await execute(conn, statements.lock_settings(session=session)):
+                limited = statements.lease_limited(
+                    session=session,
+                    max=call.max,
+                    owner=call.owner,
+                    tokens=call.tokens,
+                    ttl_s=call.ttl,
+                    now=now,
+                    ledger=self._ledger,
+                )
+                rows = await execute(conn, limited)
             else:  # its limits were lifted
-                self._limited.discard(params["session"])
-                rows = await execute(conn, statements.lease_next(self._ledger), params)
-        leases = [lease_of(row, ttl) for row in rows if row["id"] is not None]
+                self._limited.discard(session)
+                rows = await execute(conn, self._lease_next(session, now, call))
+        leases = [lease_of(row, call.ttl) for row in rows if row["id"] is not None]
         return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
 
 
@@ -216,6 +233,6 @@ def _encode(leased: Leased) -> Any:
 async def _decode(conn: Connection, answer: Any, now: datetime | None) -> Leased:
     """The leases a key remembers that are still valid."""
     ids, tokens = zip(*answer["leases"], strict=True)
-    held = {"ids": list(ids), "tokens": list(tokens), "now": now}
-    rows = await execute(conn, statements.valid_leases(), held)
+    held = statements.valid_leases(ids=list(ids), tokens=list(tokens), now=now)
+    rows = await execute(conn, held)
     return Leased([lease_of(row, answer["ttl_s"]) for row in rows])

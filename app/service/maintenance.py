@@ -9,6 +9,9 @@ Each is one small service over the queue, as River's ``internal/maintenance``:
 * ``Pruner``: forgets old idempotency keys, and deletes terminal leads older
   than ``older_than_s`` when set, every ``interval_s`` (retention);
   ``leaseq prune`` runs the same ``Queue.prune``;
+* ``Scheduler``: pushes the lead of each schedule whose tick has come
+  (``Schedules.tick``), every ``TICK_EVERY_S``, the first time at start (the
+  latest tick missed while no process ran);
 * ``check_autovacuum``: warns once when the server runs no autovacuum;
 * ``Readiness``: why the service is not ready to serve, if it is not.
 
@@ -27,7 +30,8 @@ import psycopg
 
 from app import metrics
 from app.domain.queue import Queue
-from app.store import migrate, statements
+from app.domain.schedules import Schedules
+from app.store import migrate, outcomes, statements
 from app.store.pool import Database
 
 log = logging.getLogger("leaseq.maintenance")
@@ -38,6 +42,9 @@ RECOVERY_BACKOFF_MAX_S = 10.0
 READY_CACHE_S = 1.0
 # How often delayed leads that came due are made ready, however long the sweep interval.
 PROMOTE_EVERY_S = 1.0
+
+# How often the due schedules are looked for: a tick is pushed within this of its time.
+TICK_EVERY_S = 1.0
 
 # What the operator is told, in the service's log and on the dashboard, when
 # the server runs no autovacuum (``statements.autovacuum``).
@@ -111,10 +118,26 @@ class Sweeper:
                 log.warning("background sweep failed: %s", _why(exc))
 
 
-class Pruner:
+class Periodic:
+    """A service that runs ``once`` every ``interval_s`` until cancelled (``once`` logs its own
+    failures, so ``run`` never raises otherwise)."""
+
+    interval_s: float
+
+    async def run(self) -> None:
+        while True:
+            await self.once()
+            await asyncio.sleep(self.interval_s)
+
+    async def once(self) -> None:
+        raise NotImplementedError
+
+
+class Pruner(Periodic):
     """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
     and, when ``older_than_s`` is set, delete terminal leads older than that (in small
-    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``)."""
+    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``) and delete
+    the watches of outcomes that processes which stopped left (``app.store.outcomes``)."""
 
     def __init__(
         self, queue: Queue, older_than_s: float | None, interval_s: float, keys_after_s: float
@@ -123,12 +146,6 @@ class Pruner:
         self.older_than_s = older_than_s
         self.interval_s = interval_s
         self.keys_after_s = keys_after_s
-
-    async def run(self) -> None:
-        """Until cancelled; never raises otherwise."""
-        while True:
-            await self.once()
-            await asyncio.sleep(self.interval_s)
 
     async def once(self) -> None:
         """One pass; failures are logged."""
@@ -141,8 +158,26 @@ class Pruner:
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
             await self.queue.fold_counts()
+            await self.queue.db.rows(outcomes.forget_stale_watches())
         except Exception as exc:
             log.warning("prune failed: %s", _why(exc))
+
+
+class Scheduler(Periodic):
+    """Push the lead of every due schedule every ``interval_s``; exactly once per tick however
+    many processes run one (``app.domain.schedules``)."""
+
+    def __init__(self, schedules: Schedules, interval_s: float = TICK_EVERY_S) -> None:
+        self.schedules = schedules
+        self.interval_s = interval_s
+
+    async def once(self) -> None:
+        """One look; failures are logged."""
+        try:
+            for tick in await self.schedules.tick():
+                log.info("schedule %s: tick %s pushed lead %d", tick.name, tick.tick, tick.lead_id)
+        except Exception as exc:
+            log.warning("schedule tick failed: %s", _why(exc))
 
 
 async def check_autovacuum(db: Database) -> None:

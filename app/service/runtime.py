@@ -1,11 +1,12 @@
 """What one API process runs besides its routes, wired together: database, queue, leasing
-(one session's leases, the fleet's share-out across sessions, the long poll), listener, and
+(one session's leases, the fleet's share-out across sessions, the long poll), the waits for
+outcomes (``app.domain.outcome``), listener, and
 the maintenance services of ``app.service.maintenance``.
 
 ``Runtime.start`` opens the pool, starts the listener, tries boot recovery
 before serving and, if the database is down, keeps trying in the background
 while readyz answers 503; then the sweeper, and the pruner (idempotency keys
-always, terminal leads when ``prune_after_s`` is set). ``Runtime.stop`` ends
+always, terminal leads when ``prune_after_s`` is set), and the scheduler. ``Runtime.stop`` ends
 long polls (they answer with no leases), cancels the tasks, and drains and
 closes the pool.
 
@@ -28,9 +29,12 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
+from app.domain.outcome import Outcomes
 from app.domain.queue import Queue
+from app.domain.schedules import Schedules
+from app.domain.tokens import Tokens
 from app.leasing.entry import Leasing
-from app.service.maintenance import Pruner, Readiness, Recovery, Sweeper
+from app.service.maintenance import Pruner, Readiness, Recovery, Scheduler, Sweeper
 from app.store.listener import Listener
 from app.store.pool import Database
 
@@ -46,15 +50,23 @@ class Runtime:
     listener: Listener
     recovery: Recovery
     readiness: Readiness
+    tokens: Tokens
+    outcomes: Outcomes
+    schedules: Schedules
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
-    @classmethod
-    def build(cls, settings: Settings) -> Runtime:
+    @staticmethod
+    def check(settings: Settings) -> None:
+        """Raises ValueError for settings a runtime cannot be built from (no database URL)."""
         if settings.database_url is None:
             raise ValueError(
                 "LEASEQ_DATABASE_URL is not set (`leaseq serve` starts an embedded PostgreSQL)"
             )
+
+    @classmethod
+    def build(cls, settings: Settings) -> Runtime:
+        cls.check(settings)
         # leaseq_db_pool_connections{state="checked_out"} follows every checkout and checkin.
         db = Database.from_settings(settings, on_checkout=metrics.POOL.labels("checked_out").inc)
         queue = Queue(
@@ -68,12 +80,24 @@ class Runtime:
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
+            max_outcome_waiters=settings.max_outcome_waiters,
             poll_interval_s=settings.poll_interval_s,
             connect_timeout_s=settings.connect_timeout_s,
         )
         leasing.listen(listener)
+        tokens = Tokens(db, recheck_s=settings.token_recheck_s)
+        listener.on_token_revoked = tokens.changed
         recovery = Recovery(queue)
-        return cls(settings, db, queue, leasing, listener, recovery, Readiness(db, recovery))
+        outcomes = Outcomes(queue, listener)
+        schedules = Schedules(
+            db,
+            default_max_attempts=queue.default_max_attempts,
+            max_payload_bytes=settings.max_payload_bytes,
+        )
+        readiness = Readiness(db, recovery)
+        return cls(
+            settings, db, queue, leasing, listener, recovery, readiness, tokens, outcomes, schedules
+        )
 
     async def start(self) -> None:
         self._chain_shutdown_signals()
@@ -90,6 +114,7 @@ class Runtime:
             keys_after_s=self.settings.idempotency_ttl_s,
         )
         self._spawn(pruner.run(), "leaseq-pruner")
+        self._spawn(Scheduler(self.schedules).run(), "leaseq-scheduler")
 
     def _spawn(self, work: Any, name: str) -> None:
         self._tasks.append(asyncio.create_task(work, name=name))

@@ -11,6 +11,11 @@ pooled connection to lease again (the long poll: ``app.leasing.long_poll``).
 Each notification is also handed to ``on_work`` (the fleet's view of which
 sessions have work) before anyone is woken.
 
+The same connection LISTENs on ``app.store.tokens.TOKENS_CHANNEL`` too: a
+revoked token's hash goes to ``on_token_revoked`` (the process's token cache),
+and each (re)connect calls ``on_token_revoked(None)``: forget every token, one
+revocation may have been missed while away.
+
 Notifications are a hint, never needed for correctness: a waiter also wakes
 every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
 and a delayed push sends none when it becomes available), and the listener
@@ -22,6 +27,11 @@ clients. So the listener only ever connects to a direct URL
 (``Settings.listen_url``); with none (a pooled ``database_url`` and no
 ``listen_database_url``) it does not listen at all, and waiters fall back to
 the slow poll.
+
+The same connection LISTENs on ``app.store.outcomes.ENDED_CHANNEL`` too,
+whose payload lists the ids of leads that ended (``*``: many): it wakes the
+requests waiting for those leads' outcomes (``waiting_for``;
+``app.domain.outcome``), capped at ``max_outcome_waiters``.
 
 Knows nothing of HTTP, of the queue and of leasing: it only wakes.
 """
@@ -39,8 +49,10 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from app import metrics
+from app.store.outcomes import ENDED_CHANNEL, WAKE_ALL
 from app.store.pool import libpq_url
 from app.store.statements import NOTIFY_CHANNEL
+from app.store.tokens import TOKENS_CHANNEL
 from leaseq.errors import Unavailable, first_line
 
 log = logging.getLogger("leaseq.listener")
@@ -98,9 +110,10 @@ class Listener:
         self,
         database_url: str | None,
         *,
-        max_waiters: int = 1000,
-        poll_interval_s: float = 1.5,
-        connect_timeout_s: int = 5,
+        max_waiters: int,
+        max_outcome_waiters: int,
+        poll_interval_s: float,
+        connect_timeout_s: int,
         on_work: Callable[[str], None] | None = None,
     ) -> None:
         """``database_url``: a direct connection to LISTEN on; None: never listen (slow poll).
@@ -109,9 +122,13 @@ class Listener:
             None if database_url is None else make_conninfo(libpq_url(database_url), **KEEPALIVES)
         )
         self.max_waiters = max_waiters
+        self.max_outcome_waiters = max_outcome_waiters
+        self._outcomes: dict[int, list[Waiter]] = {}  # by the lead waited for
+        self._outcome_waiters = 0
         self.poll_interval_s = poll_interval_s
         self.connect_timeout_s = connect_timeout_s
         self.on_work = on_work
+        self.on_token_revoked: Callable[[str | None], None] | None = None
         self._slots: dict[str, list[Waiter]] = {}
         self._anywhere: list[Waiter] = []  # waiting on any session
         self._waiters = 0
@@ -151,6 +168,41 @@ class Listener:
                 if not self._slots.get(name, True):
                     del self._slots[name]
 
+    @property
+    def outcome_waiters(self) -> int:
+        """Requests waiting for a lead's outcome right now."""
+        return self._outcome_waiters
+
+    @asynccontextmanager
+    async def waiting_for(self, lead_id: int) -> AsyncIterator[Waiter]:
+        """Register a waiter for a lead's outcome. Raises Unavailable beyond
+        ``max_outcome_waiters``."""
+        if self._outcome_waiters >= self.max_outcome_waiters:
+            raise Unavailable("too many requests waiting for outcomes; try again shortly")
+        waiter = Waiter()
+        slot = self._outcomes.setdefault(lead_id, [])
+        slot.append(waiter)
+        self._outcome_waiters += 1
+        metrics.OUTCOME_WAITERS.inc()
+        try:
+            yield waiter
+        finally:
+            slot.remove(waiter)
+            if not slot:
+                del self._outcomes[lead_id]
+            self._outcome_waiters -= 1
+            metrics.OUTCOME_WAITERS.dec()
+
+    def ended(self, payload: str) -> None:
+        """A notification of ``ENDED_CHANNEL``: ids of leads that ended, or ``*`` (wake all)."""
+        if payload.strip() == WAKE_ALL:
+            ended: Iterable[int] = list(self._outcomes)
+        else:
+            ended = (int(word) for word in payload.split() if word.isdigit())
+        for lead_id in ended:
+            for waiter in self._outcomes.get(lead_id, ()):
+                waiter.wake()
+
     def wake(self, session: str, leads: int | None = None) -> None:
         """Wake as many requests waiting on ``session`` (or on any) as ``leads`` became
         available (those asleep first, oldest first); every one when None."""
@@ -169,6 +221,7 @@ class Listener:
     def wake_all(self) -> None:
         for waiter in {*self._anywhere, *(w for slot in self._slots.values() for w in slot)}:
             waiter.wake()
+        self.ended(WAKE_ALL)
 
     def close(self) -> None:
         """Stop waiting: every waiter returns what it has (shutdown). Call on the event loop."""
@@ -204,9 +257,15 @@ class Listener:
                 try:
                     async with asyncio.timeout(self.connect_timeout_s):
                         await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                        await conn.execute(f"LISTEN {TOKENS_CHANNEL}")
+                        await conn.execute(f"LISTEN {ENDED_CHANNEL}")
                     self.connected = True
+                    if self.on_token_revoked is not None:
+                        self.on_token_revoked(None)
                     backoff = BACKOFF_FIRST_S
-                    log.info("listening on %s", NOTIFY_CHANNEL)
+                    log.info(
+                        "listening on %s, %s and %s", NOTIFY_CHANNEL, ENDED_CHANNEL, TOKENS_CHANNEL
+                    )
                     self.wake_all()  # whatever was pushed while we were away
                     await self._listen(conn)
                 finally:
@@ -225,6 +284,12 @@ class Listener:
         while not self.closed:
             async with contextlib.aclosing(conn.notifies(timeout=IDLE_CHECK_S)) as notifies:
                 async for notify in notifies:
-                    self.notified(notify.payload)
+                    if notify.channel == TOKENS_CHANNEL:
+                        if self.on_token_revoked is not None:
+                            self.on_token_revoked(notify.payload)
+                    elif notify.channel == ENDED_CHANNEL:
+                        self.ended(notify.payload)
+                    else:
+                        self.notified(notify.payload)
             async with asyncio.timeout(self.connect_timeout_s):
                 await conn.execute("SELECT 1")  # a silently dead connection fails here

@@ -49,6 +49,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from app.store.statements import Statement
 from leaseq.errors import Unavailable, first_line
 
 if TYPE_CHECKING:
@@ -211,8 +212,9 @@ class Database:
         task.add_done_callback(self._finished)
         return await asyncio.shield(task)
 
-    async def rows(self, query: str, params: Params | None = None) -> list[Row]:
-        """The rows of one statement (none for a statement that returns none)."""
+    async def rows(self, query: Statement | str, params: Params | None = None) -> list[Row]:
+        """The rows of one statement (none for a statement that returns none): a built
+        ``Statement``, or text and its parameters."""
 
         async def fetch(conn: Connection) -> list[Row]:
             return await execute(conn, query, params)
@@ -364,14 +366,19 @@ def _reporting(database: Database) -> type[Connection]:
     return Reporting
 
 
-async def execute(conn: Connection, query: str, params: Params | None = None) -> list[Row]:
+async def execute(
+    conn: Connection, query: Statement | str, params: Params | None = None
+) -> list[Row]:
     """Run one statement on ``conn``; its rows as dicts (none when it returns none).
+
+    ``query`` is a built ``Statement`` (``app.store.statements``), or text with ``params``.
 
     Outside a transaction, a prepared statement a pooler lost is run once more,
     unprepared (it never ran); inside one, the error goes to ``Database.run``.
     """
+    text, bound = (query.text, query.params) if isinstance(query, Statement) else (query, params)
     try:
-        cursor = await conn.execute(query, params)
+        cursor = await conn.execute(text, bound)
     except psycopg.Error as exc:
         if not _prepared_lost(exc) or conn.info.transaction_status != TransactionStatus.IDLE:
             raise
@@ -379,7 +386,7 @@ async def execute(conn: Connection, query: str, params: Params | None = None) ->
         if report is not None:
             report(exc)
         conn.prepare_threshold = None
-        cursor = await conn.execute(query, params, prepare=False)
+        cursor = await conn.execute(text, bound, prepare=False)
     if cursor.description is None:
         return []
     return await cursor.fetchall()

@@ -23,13 +23,15 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     event,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.engine import URL, make_url
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
+from app.store.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from leaseq.limits import (
     MAX_ATTEMPTS,
@@ -39,6 +41,9 @@ from leaseq.limits import (
     MAX_KEY_CHARS,
     MAX_RUNTIME_S,
     SESSION_PATTERN,
+    SESSION_SCOPE_PATTERN,
+    TOKEN_NAME_PATTERN,
+    TOKEN_ROLES,
 )
 from leaseq.model import FINAL_STATUSES, STATUSES
 
@@ -253,6 +258,43 @@ lead_counts = Table(
 )
 
 
+# Scoped API tokens: a name, a role, a session pattern and the token's SHA-256, never the
+# token (revision 0008; app.store.tokens). A live token's name is unique; a revoked one's
+# row stays for the audit.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("sessions", Text, nullable=False),
+    Column("hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(f"name ~ '{TOKEN_NAME_PATTERN}'", name="api_tokens_name_valid"),
+    CheckConstraint(_in("role", TOKEN_ROLES), name="api_tokens_role_valid"),
+    CheckConstraint(f"sessions ~ '{SESSION_SCOPE_PATTERN}'", name="api_tokens_sessions_valid"),
+    UniqueConstraint("hash", name="api_tokens_hash_key"),
+    Index("api_tokens_live_name", "name", unique=True, postgresql_where=text("revoked_at IS NULL")),
+)
+
+# Which token (by name) took each operator action, by the database clock (revision 0008).
+operator_actions = Table(
+    "operator_actions",
+    metadata,
+    Column("id", BigInteger, Identity(always=True), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("token", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("session", Text, nullable=True),
+    Column("lead_id", BigInteger, nullable=True),
+    Column("detail", JSONB, nullable=True),
+    Index("operator_actions_at", "at"),
+)
+
+
 # The triggers that keep lead_counts (revision 0004): each backend writes its own slot.
 COUNT_SLOTS = 64
 
@@ -297,6 +339,41 @@ TRIGGERS = {
 
 
 CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
+
+
+# Requests waiting for a lead's outcome (GET /leads/{id}?wait_s=n), one row each while they
+# wait, so the trigger leads_ended notifies only when someone may listen (revision 0010;
+# app.store.outcomes).
+lead_waits = Table(
+    "lead_waits",
+    metadata,
+    Column("id", UUID, primary_key=True),
+    Column("lead_id", BigInteger, nullable=False),
+    Column("until", DateTime(timezone=True), nullable=False),
+    Index("lead_waits_lead", "lead_id"),
+)
+
+
+# Schedules (revision 0010): a lead pushed into ``session`` at each tick of ``cron`` in
+# ``timezone``; ``next_tick`` is the next one due, on the database clock, advanced by a
+# guarded UPDATE in the transaction that pushes the tick's lead (app.store.schedules).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("session", Text, nullable=False),
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False),
+    Column("lead", JSONB, nullable=False),
+    Column("next_tick", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="schedules_pkey"),
+    CheckConstraint(f"name ~ '{SESSION_PATTERN}'", name="schedules_name_valid"),
+    CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="schedules_session_valid"),
+    CheckConstraint("jsonb_typeof(lead) = 'object'", name="schedules_lead_object"),
+    Index("schedules_next_tick", "next_tick"),
+)
 
 
 # A push of one lead inside the caller's own transaction (revision 0007): what
@@ -402,6 +479,10 @@ for _name, _when in TRIGGERS.items():
     event.listen(leads, "after_create", _trigger)
 _push = DDL(PUSH_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _push)
+_ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _ended)
+_ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _ended_trigger)
 
 
 def sqlalchemy_url(url: str) -> URL:

@@ -18,7 +18,7 @@ lease reads the leased leads of its session, never the waiting ones.
 Frozen like every revision: nothing here reads ``app``.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-09
 """
 
@@ -31,7 +31,7 @@ from alembic import op
 
 revision: str = "0009"
 # The revision this one follows: the one line to change when another is put before it.
-down_revision: str | None = "0007"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

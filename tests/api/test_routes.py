@@ -555,7 +555,16 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/metrics",
         "/dashboard",
         "/dashboard/data",
+        "/tokens",
+        "/tokens/{name}",
+        "/tokens/self",
+        "/schedules",
+        "/schedules/{name}",
     }
+    lead = spec["paths"]["/leads/{lead_id}"]["get"]["parameters"]
+    [wait_s] = [p for p in lead if p["name"] == "wait_s"]
+    assert (wait_s["schema"]["minimum"], wait_s["schema"]["maximum"]) == (0, 30)
+    assert set(spec["paths"]["/schedules/{name}"]) == {"put", "get", "delete"}
     lease_in = spec["components"]["schemas"]["LeaseIn"]["properties"]
     assert (lease_in["max"]["minimum"], lease_in["max"]["maximum"]) == (1, 100)
     assert lease_in["wait_s"]["maximum"] == 30

@@ -165,6 +165,7 @@ async def test_the_one_session_lease_is_a_router_statement(citus_url: str) -> No
             "tokens": ["t"],
         }
         plan = "\n".join(
-            r[0] for r in conn.execute("EXPLAIN " + statements.lease_next(True), params)
+            r[0]
+            for r in conn.execute("EXPLAIN " + statements.text("lease_next", ledger=True), params)
         )
     assert "Task Count: 1" in plan, plan

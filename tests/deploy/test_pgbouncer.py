@@ -15,6 +15,7 @@ import pwd
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -38,6 +39,7 @@ from tests.support.in_process import (
     listening,
     runtime_of,
     serving,
+    until,
     waiters,
 )
 from tests.support.serving import ROOT, Services
@@ -319,6 +321,28 @@ async def test_a_long_poll_is_woken_by_notify_over_the_direct_listen_url(
         answer = await asyncio.wait_for(waiting, timeout=15)
         [lease] = answer.json()["leases"]
         assert lease["lead"]["id"] == pushed
+
+
+async def test_a_wait_for_an_outcome_is_woken_by_notify_over_the_direct_listen_url(
+    pgbouncer: PgBouncer, database_url: str
+) -> None:
+    """GET /leads/{id}?wait_s through the pooler: its watch and reads go through PgBouncer,
+    its wake-up comes over the direct LISTEN connection (the re-check is 60 s away)."""
+    settings = pooled_settings(pgbouncer, database_url, poll_interval_s=60)
+    async with serving(settings) as client:
+        await listening(client)
+        [lead_id] = await push(client, "s", 1)
+        [lease] = (await client.post("/lease", json={"session": "s", "owner": "w"})).json()[
+            "leases"
+        ]
+        waiting = asyncio.create_task(client.get(f"/leads/{lead_id}", params={"wait_s": 20}))
+        await until(lambda: runtime_of(client).listener.outcome_waiters == 1)
+        started = time.monotonic()
+        done = await client.post("/complete", json={"lead_id": lead_id, "token": lease["token"]})
+        assert done.status_code == 200
+        answer = await asyncio.wait_for(waiting, timeout=20)
+        assert time.monotonic() - started < 5
+        assert answer.json()["status"] == "done"
 
 
 async def test_with_only_the_pooler_a_long_poll_falls_back_to_the_slow_poll(

@@ -11,7 +11,6 @@ touches one partition of each table, and the whole queue still works.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +27,7 @@ from app.domain import report
 from app.domain.queue import Queue
 from app.store import migrate, schema, statements
 from app.store.pool import Database, libpq_url
+from app.store.statements import text
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
 from tests.support import leasing_of
@@ -37,28 +37,28 @@ TABLES = ("leads", "lead_events", "lead_counts", "session_settings")  # partitio
 
 # Hot path, routed by session: each reads and writes the rows of one session only.
 SESSION_SCOPED: dict[str, Callable[[], str]] = {
-    "push": lambda: statements.push(True),
-    "push, ledger off": lambda: statements.push(False),
-    "existing_keys": statements.existing_keys,
-    "lease_next": lambda: statements.lease_next(True),
-    "lease_next, ledger off": lambda: statements.lease_next(False),
-    "lease_group": lambda: statements.lease_group(True),
-    "lease_group, ledger off": lambda: statements.lease_group(False),
-    "sweep of one session": lambda: statements.sweep(True, scoped=True),
-    "stats": statements.stats,
-    "lease_limited": lambda: statements.lease_limited(True),
-    "lease_limited, ledger off": lambda: statements.lease_limited(False),
-    "lock_settings": statements.lock_settings,
-    "settings_get": statements.settings_get,
-    "settings_put": statements.settings_put,
-    "report": statements.session_report,
-    "report attempts": statements.attempts_per_lead,
-    "report owners": statements.owners,
-    "lead_events": statements.lead_events,
-    "retry_failed": lambda: statements.retry_failed(True),
-    "retry_failed, ledger off": lambda: statements.retry_failed(False),
-    "pause": statements.pause,
-    "resume": statements.resume,
+    "push": lambda: text("push", ledger=True),
+    "push, ledger off": lambda: text("push", ledger=False),
+    "existing_keys": lambda: text("existing_keys"),
+    "lease_next": lambda: text("lease_next", ledger=True),
+    "lease_next, ledger off": lambda: text("lease_next", ledger=False),
+    "lease_group": lambda: text("lease_group", ledger=True),
+    "lease_group, ledger off": lambda: text("lease_group", ledger=False),
+    "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
+    "stats": lambda: text("stats"),
+    "lease_limited": lambda: text("lease_limited", ledger=True),
+    "lease_limited, ledger off": lambda: text("lease_limited", ledger=False),
+    "lock_settings": lambda: text("lock_settings"),
+    "settings_get": lambda: text("settings_get"),
+    "settings_put": lambda: text("settings_put"),
+    "report": lambda: text("session_report"),
+    "report attempts": lambda: text("attempts_per_lead"),
+    "report owners": lambda: text("owners"),
+    "lead_events": lambda: text("lead_events"),
+    "retry_failed": lambda: text("retry_failed", ledger=True),
+    "retry_failed, ledger off": lambda: text("retry_failed", ledger=False),
+    "pause": lambda: text("pause"),
+    "resume": lambda: text("resume"),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -88,6 +88,7 @@ MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
 OVERVIEW = ("per_minute", "expiring", "failures")
 NO_TABLE = ("db_now", "autovacuum", "schema_revision", "lock_timeout", "one_snapshot")
 HELPERS = ("in_list",)  # builds SQL text from constants; not a statement
+
 
 PARAMETERS: dict[str, Any] = {
     "session": "s1",
@@ -123,14 +124,7 @@ PARAMETERS: dict[str, Any] = {
 def statement_names() -> set[str]:
     """Every statement function ``app.store.statements`` defines (most are wrapped in
     functools.cache)."""
-    return {
-        name
-        for name, function in inspect.getmembers(statements, callable)
-        if getattr(function, "__module__", None) == statements.__name__
-        and not name.startswith("_")
-        and not inspect.isclass(function)
-        and name not in HELPERS
-    }
+    return set(statements.REGISTRY) - set(HELPERS)
 
 
 def test_every_statement_is_classified() -> None:
@@ -159,13 +153,10 @@ def test_every_statement_is_classified() -> None:
 
 @pytest.mark.parametrize("name", LEAD_SCOPED)
 def test_lead_scoped_statements_touch_leads_by_id_only(name: str) -> None:
-    statement: str = getattr(statements, name)(*_ledger_args(getattr(statements, name)))
+    variants = statements.REGISTRY[name].variants
+    statement = text(name, **{variant: variant == "ledger" for variant in variants})
     where = re.findall(r"WHERE ([^\n]*)", statement)
     assert where and all(re.search(r"\bl?\.?id = (%\(lead_id\)s|req\.lead_id)", w) for w in where)
-
-
-def _ledger_args(function: Callable[..., str]) -> list[bool]:
-    return [True] if "ledger" in inspect.signature(function).parameters else []
 
 
 def _index_ddl(table: Any) -> list[str]:
@@ -284,7 +275,7 @@ async def test_a_session_scoped_statement_reads_one_partition(
 async def test_a_cross_session_statement_reads_every_partition(
     partitioned: Database,
 ) -> None:
-    touched = partitions_in(await explain(partitioned, statements.stats_all()))
+    touched = partitions_in(await explain(partitioned, text("stats_all")))
     assert len(touched["lead_counts"]) == PARTITIONS
 
 

@@ -141,7 +141,7 @@ FROM generate_series(1, 50000) AS n
     await db.rows("ANALYZE leads", {})
     params = {"session": "s", "owner": "w", "max": 10, "ttl_s": 60.0, "now": None}
     params["tokens"] = [f"t{i}" for i in range(10)]
-    query = statements.lease_limited(True)
+    query = statements.text("lease_limited", ledger=True)
     plan = "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {query}", params))
     counting = plan[plan.index("CTE keys_held") : plan.index("CTE room")]
     # a partial index of leased leads: leads_leased_keys, or the sweeper's when one session

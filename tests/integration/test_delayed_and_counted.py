@@ -148,9 +148,13 @@ async def test_folding_keeps_one_row_per_count_and_none_at_zero(
 
 
 async def test_the_dashboard_reads_no_lead_but_the_oldest_per_session(db: Database) -> None:
-    explain = f"EXPLAIN {statements.oldest_available()}"
-    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(explain, {"now": None}))
+    oldest = statements.oldest_available(now=None)
+    plan = "\n".join(
+        r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {oldest.text}", oldest.params)
+    )
     assert "leads_ready_age" in plan and "leads_scheduled_due" in plan, plan
     assert "Seq Scan on leads" not in plan, plan
-    plan = "\n".join(r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {statements.stats_all()}"))
+    plan = "\n".join(
+        r["QUERY PLAN"] for r in await db.rows(f"EXPLAIN {statements.stats_all().text}")
+    )
     assert " leads " not in plan, plan

@@ -26,6 +26,7 @@ from app.store import migrate
 from app.store.pool import Database, libpq_url
 from app.store.schema import (
     LEADS_STORAGE,
+    api_tokens,
     idempotency_keys,
     lead_events,
     leads,
@@ -80,12 +81,12 @@ def test_upgrade_builds_exactly_the_table_definitions(
 
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
-    tables.add("alembic_version")
+    tables |= {"api_tokens", "operator_actions", "schedules", "lead_waits", "alembic_version"}
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
     # What autogenerate does not compare: check constraints and index predicates.
-    for table in (leads, lead_events, idempotency_keys, session_settings):
+    for table in (leads, lead_events, idempotency_keys, session_settings, api_tokens):
         declared = {c.name for c in table.constraints if isinstance(c, CheckConstraint)}
         found = {name for name, kind in _constraints(sync_engine, table.name) if kind == "c"}
         assert found == declared
@@ -326,7 +327,7 @@ def test_0009_adds_flow_control_to_a_queue_with_leads_and_downgrades_cleanly(
 ) -> None:
     """Flow control's columns arrive on leads already there (no throttle, no key, no maximum
     runtime), the constraints hold them to their ranges, and the downgrade takes them away."""
-    migrate.upgrade(empty_database_url, "0007")
+    migrate.upgrade(empty_database_url, "0008")
     before = _schema(sync_engine)
     with sync_engine.begin() as conn:
         conn.execute(text("INSERT INTO leads (session, payload) VALUES ('s', '{}')"))
@@ -345,7 +346,24 @@ def test_0009_adds_flow_control_to_a_queue_with_leads_and_downgrades_cleanly(
     ):
         with pytest.raises(IntegrityError), sync_engine.begin() as conn:
             conn.execute(text(bad))
-    migrate.downgrade(empty_database_url, "0007")
+    migrate.downgrade(empty_database_url, "0008")
+    assert _schema(sync_engine) == before
+
+
+def test_0010_adds_schedules_and_the_ended_trigger(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """Two tables, the trigger of ended leads and its function; the downgrade takes them away."""
+    migrate.upgrade(empty_database_url, "0009")
+    before = _schema(sync_engine)
+    migrate.upgrade(empty_database_url, "0010")
+    assert _tables(sync_engine) >= {"schedules", "lead_waits"}
+    with sync_engine.connect() as conn:
+        triggers = conn.execute(
+            text("SELECT tgname FROM pg_trigger WHERE tgrelid = 'leads'::regclass")
+        ).scalars()
+        assert "leads_ended" in set(triggers)
+    migrate.downgrade(empty_database_url, "0009")
     assert _schema(sync_engine) == before
 
 

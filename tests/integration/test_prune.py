@@ -95,7 +95,7 @@ async def test_a_batch_prunes_the_oldest_terminal_leads_first(queue: Queue, db: 
     gone: list[set[int]] = []
     for _ in range(3):
         before = await _ids(db)
-        await db.rows(statements.prune(scoped=False), params)
+        await db.rows(statements.prune(**params, scoped=False))
         gone.append(before - await _ids(db))
     assert gone == [
         {lead_at[0], lead_at[10]},

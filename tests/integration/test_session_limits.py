@@ -223,11 +223,11 @@ async def test_a_session_without_limits_leases_in_one_statement(db: Database) ->
     await queue.push("weighted", leads(3))
     params = {"max": 2, "ttl_s": 60.0, "owner": "w", "now": T0, "tokens": ["a", "b"]}
     for session in ("free", "weighted"):
-        rows = await db.rows(statements.lease_next(True), {**params, "session": session})
+        rows = await db.rows(statements.lease_next(**params, session=session, ledger=True))
         assert [row["limited"] for row in rows] == [False, False]
     await queue.put_settings("limited", SessionSettings(max_leased=1))
     await queue.push("limited", leads(3))
-    [row] = await db.rows(statements.lease_next(True), {**params, "session": "limited"})
+    [row] = await db.rows(statements.lease_next(**params, session="limited", ledger=True))
     assert row["limited"] and row["id"] is None  # it took nothing: the caller locks and leases
     assert (await queue.stats("limited")).leased == 0
 

@@ -8,13 +8,13 @@ So do the maintenance and operator reads that run on a live queue: prune
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from app.domain import overview
 from app.domain.queue import Queue
 from app.leasing.session import new_token
 from app.store import statements
 from app.store.pool import Database
+from app.store.statements import Statement
 from leaseq.model import SessionSettings
 from tests.support import T0, at, leasing_of
 
@@ -42,8 +42,9 @@ FROM generate_series(1, %(total)s) AS n, LATERAL (SELECT n / %(sessions)s AS k) 
     await db.rows("ANALYZE leads")
 
 
-async def _plan(db: Database, statement: str, params: dict[str, Any]) -> str:
-    return "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {statement}", params))
+async def _plan(db: Database, statement: Statement) -> str:
+    explained = await db.rows(f"EXPLAIN {statement.text}", statement.params)
+    return "\n".join(row["QUERY PLAN"] for row in explained)
 
 
 async def test_lease_next_uses_the_partial_index(db: Database) -> None:
@@ -58,7 +59,7 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
                 "now": at(1),
                 "tokens": [new_token() for _ in range(max_)],
             }
-            plan = await _plan(db, statements.lease_next(ledger), params)
+            plan = await _plan(db, statements.lease_next(**params, ledger=ledger))
             assert "Index Scan using leads_ready on leads" in plan, plan
             assert "Seq Scan on leads" not in plan, plan
             assert "LockRows" in plan, plan  # FOR UPDATE SKIP LOCKED stays in the plan
@@ -76,7 +77,7 @@ async def test_the_grouped_lease_uses_the_partial_index_too(db: Database) -> Non
             "now": at(1),
             "tokens": [new_token() for _ in range(30)],
         }
-        plan = await _plan(db, statements.lease_group(ledger), params)
+        plan = await _plan(db, statements.lease_group(**params, ledger=ledger))
         assert "Index Scan using leads_ready on leads" in plan, plan
         assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
 
@@ -94,7 +95,7 @@ async def test_the_limited_lease_uses_the_partial_index_too(db: Database) -> Non
         "now": at(1),
         "tokens": [new_token() for _ in range(10)],
     }
-    plan = await _plan(db, statements.lease_limited(True), params)
+    plan = await _plan(db, statements.lease_limited(**params, ledger=True))
     assert "Index Scan using leads_ready on leads" in plan, plan
     assert "Seq Scan on leads" not in plan and "LockRows" in plan, plan
     assert "lead_counts" in plan and "leads_session_status" not in plan, plan
@@ -104,7 +105,7 @@ async def test_sweep_uses_the_expiry_index(db: Database) -> None:
     await _fill(db)
     for scoped in (True, False):
         params = {"session": "s3", "now": at(30), "limit": 1000}
-        plan = await _plan(db, statements.sweep(True, scoped=scoped), params)
+        plan = await _plan(db, statements.sweep(**params, ledger=True, scoped=scoped))
         assert "leads_leased_expiry" in plan, plan
         assert "Seq Scan on leads" not in plan, plan
 
@@ -141,13 +142,13 @@ async def test_prune_uses_the_terminal_index(db: Database) -> None:
     await _finished_over_hours(db)
     for older_than_s in (60.0, 86_400.0):  # most finished leads qualify; a few do
         params = {"older_than_s": older_than_s, "now": at(0), "limit": 1000}
-        plan = await _plan(db, statements.prune(scoped=False), params)
+        plan = await _plan(db, statements.prune(**params, scoped=False))
         assert "Index Scan using leads_terminal_updated on leads  (" in plan, plan
         assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
         assert "Sort" not in plan, plan  # the index gives the order
         assert "LockRows" in plan, plan
     scoped = {"older_than_s": 60.0, "now": at(0), "limit": 1000, "session": "s3"}
-    plan = await _plan(db, statements.prune(scoped=True), scoped)
+    plan = await _plan(db, statements.prune(**scoped, scoped=True))
     assert not CHOOSING_BY_SEQ_SCAN.search(plan), plan
 
     # And the statement explained above deletes what it should on that data.
@@ -176,15 +177,15 @@ FROM generate_series(1, 150000) AS n
     )
     await db.rows("VACUUM ANALYZE lead_events")
 
-    window = statements.per_minute(overview.WINDOW_MINUTES)
-    plan = await _plan(db, window, {})
+    window = statements.per_minute(window_minutes=overview.WINDOW_MINUTES)
+    plan = await _plan(db, window)
     assert "lead_events_outcomes_at" in plan, plan
     assert "Seq Scan on lead_events" not in plan, plan
 
     # And the statement explained above counts what the ledger holds in the window
     # (one statement, so both counts see the same now()).
     [found] = await db.rows(f"""
-SELECT (SELECT sum(completed) FROM ({window}) AS shown) AS shown,
+SELECT (SELECT sum(completed) FROM ({window.text}) AS shown) AS shown,
        (SELECT count(*) FROM lead_events WHERE event = 'completed'
         AND at >= now() - interval '{overview.WINDOW_MINUTES} minutes') AS expected
 """)

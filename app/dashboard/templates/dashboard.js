@@ -4,6 +4,8 @@
 // The location's fragment picks the view: the overview, "#lead=ID" (a lead and its
 // ledger, from leads/ID/events) or "#session=NAME" (its counts, retry all failed).
 // Data is only ever written as text (textContent), never parsed as markup.
+// What the token may do is asked once per token (tokens/self): the cancel and retry
+// buttons are drawn only for one that may operate (an operator, or full access).
 (function () {
   const TOKEN_KEY = "leaseq-token";
   // The statuses of leaseq.model, as the page names them, then the sum of the first two.
@@ -14,6 +16,7 @@
   let timer = null;
   let search = "";
   let drawn = 0; // the number of the latest refresh: an answer to an older one is dropped
+  let mayOperate = null; // what tokens/self said of the token in use; null: not asked yet
 
   function headers() {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -88,6 +91,7 @@
   }
 
   function button(label, action, leadId) {
+    if (!mayOperate) return cell("");
     const b = document.createElement("button");
     b.type = "button";
     b.textContent = label;
@@ -206,6 +210,13 @@
         cell(f.error, "error"), cell(new Date(f.at).toLocaleTimeString()), button("retry", "retry", f.lead_id));
       return tr;
     }), "no failed lead");
+    replace($("schedules").tBodies[0], (data.schedules || []).map((s) => {
+      const tr = document.createElement("tr");
+      tr.dataset.schedule = s.name;
+      tr.append(cell(s.name), cell(s.session), cell(s.cron), cell(s.timezone),
+        cell(new Date(s.next_tick).toLocaleString()));
+      return tr;
+    }), "no schedule");
     document.body.dataset.updated = data.now;
   }
 
@@ -233,7 +244,7 @@
     const actions = [];
     if (lead.status === "queued" || lead.status === "leased") actions.push(button("cancel", "cancel", lead.id));
     if (lead.status === "failed") actions.push(button("retry", "retry", lead.id));
-    $("lead-actions").replaceChildren(...actions.map((td) => td.firstChild));
+    $("lead-actions").replaceChildren(...actions.map((td) => td.firstChild).filter(Boolean));
     $("lead-payload").textContent = json(lead.payload);
     $("lead-result").textContent = json(lead.result);
     $("lead-error").textContent = lead.error === null ? "–" : lead.error;
@@ -254,6 +265,7 @@
     const tr = document.createElement("tr");
     for (const status of STATUSES) tr.appendChild(cell(counts[status], "n-" + status));
     $("session-counts").tBodies[0].replaceChildren(tr);
+    $("retry-failed").hidden = !mayOperate;
     $("retry-failed").disabled = counts.failed === 0;
     $("retry-failed").textContent = "retry all failed (" + counts.failed + ")";
     const paused = counts.paused_until;
@@ -311,11 +323,16 @@
     const v = view();
     const mine = ++drawn;
     try {
+      if (mayOperate === null) {
+        const self = await fetch("tokens/self", { headers: headers(), cache: "no-store" });
+        if (self.ok) mayOperate = (await self.json()).operate;
+      }
       const response = await fetch(dataUrl(v), { headers: headers(), cache: "no-store" });
       if (mine !== drawn) return; // another refresh began meanwhile: its answer counts
       if (response.status === 401) {
         const had = sessionStorage.getItem(TOKEN_KEY);
         sessionStorage.removeItem(TOKEN_KEY);
+        mayOperate = null;
         askToken(had ? "that token was refused" : "");
         return;
       }
@@ -399,11 +416,13 @@
   $("login").addEventListener("submit", (event) => {
     event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    mayOperate = null;
     $("token").value = "";
     refresh();
   });
   $("forget").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    mayOperate = null;
     askToken("");
   });
   $("find-lead").addEventListener("submit", (event) => {

@@ -15,6 +15,7 @@ from leaseq._wire import RetryPolicy
 from leaseq.errors import (
     ApiError,
     Conflict,
+    Forbidden,
     InvalidInput,
     LeaseLost,
     LeaseqError,
@@ -25,6 +26,7 @@ from leaseq.errors import (
 )
 from leaseq.model import (
     AllCounts,
+    ApiToken,
     CompleteItem,
     Counts,
     FinalStatus,
@@ -36,6 +38,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     Status,
     SweepResult,
@@ -60,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AllCounts",
     "ApiError",
+    "ApiToken",
     "AsyncClient",
     "Cached",
     "CancelToken",
@@ -69,6 +73,7 @@ __all__ = [
     "Conflict",
     "Counts",
     "FinalStatus",
+    "Forbidden",
     "HandlerCancelled",
     "HandlerUnusable",
     "InvalidInput",
@@ -86,6 +91,7 @@ __all__ = [
     "RenewItem",
     "Renewal",
     "RetryPolicy",
+    "Schedule",
     "SessionSettings",
     "Status",
     "StopReason",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
@@ -36,16 +37,20 @@ from leaseq._wire import (
     parse_lead,
     parse_lease,
     parse_renewal,
+    parse_schedule,
     parse_settings,
     parse_sweep,
+    parse_token,
     push_bodies,
     renew_body,
     seg,
 )
 from leaseq.errors import LeaseqError
-from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH
+from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH, MAX_WAIT_S
 from leaseq.model import (
+    FINAL_STATUSES,
     AllCounts,
+    ApiToken,
     CompleteItem,
     Counts,
     FinalStatus,
@@ -57,6 +62,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     SweepResult,
 )
@@ -370,6 +376,25 @@ class Endpoints(Generic[_Transport]):
         return parse_lead((yield Call("GET", f"/leads/{int(lead_id)}")).json())
 
     @endpoint
+    def wait_for(self, lead_id: int, timeout: float = MAX_WAIT_S) -> Exchange[Lead]:
+        """The lead once it is ``done``, ``failed`` or ``cached``, or as it is after ``timeout``
+        seconds. Raises NotFound.
+
+        Each call is held by the service up to 30 s (``GET /leads/{id}?wait_s=n``) and
+        answers as soon as the lead ends; a longer ``timeout`` sends the next, so no call
+        outlasts a proxy's idle timeout.
+        """
+        deadline = time.monotonic() + max(0.0, float(timeout))
+        while True:
+            wait_s = round(min(MAX_WAIT_S, max(0.0, deadline - time.monotonic())), 3)
+            call = Call(
+                "GET", f"/leads/{int(lead_id)}?wait_s={wait_s}", timeout_s=self.timeout_s + wait_s
+            )
+            lead = parse_lead((yield call).json())
+            if lead.status in FINAL_STATUSES or time.monotonic() >= deadline:
+                return lead
+
+    @endpoint
     def stats(self, session: str) -> Exchange[Counts]:
         """Lead counts by status in one session."""
         return parse_counts((yield Call("GET", f"/sessions/{seg(session)}/stats")).json())
@@ -410,6 +435,40 @@ class Endpoints(Generic[_Transport]):
         return parse_settings((yield Call("POST", f"/sessions/{seg(session)}/resume")).json())
 
     @endpoint
+    def put_schedule(
+        self,
+        name: str,
+        session: str,
+        cron: str,
+        lead: Mapping[str, Any],
+        *,
+        timezone: str = "UTC",
+    ) -> Exchange[Schedule]:
+        """Create or replace a schedule: ``lead`` (payload, priority, max_attempts, delay_s)
+        pushed into ``session`` at each tick of ``cron`` in ``timezone``. Raises InvalidInput.
+
+        Safe to retry: the same schedule again stores the same.
+        """
+        body = {"session": session, "cron": cron, "timezone": timezone, "lead": dict(lead)}
+        return parse_schedule((yield Call("PUT", f"/schedules/{seg(name)}", body)).json())
+
+    @endpoint
+    def schedule(self, name: str) -> Exchange[Schedule]:
+        """One schedule, with its next tick. Raises NotFound."""
+        return parse_schedule((yield Call("GET", f"/schedules/{seg(name)}")).json())
+
+    @endpoint
+    def schedules(self) -> Exchange[list[Schedule]]:
+        """Every schedule, by name."""
+        data = (yield Call("GET", "/schedules")).json()
+        return [parse_schedule(item) for item in data["schedules"]]
+
+    @endpoint
+    def delete_schedule(self, name: str) -> Exchange[None]:
+        """Stop a schedule (the leads it pushed stay). Raises NotFound."""
+        yield Call("DELETE", f"/schedules/{seg(name)}")
+
+    @endpoint
     def report(self, session: str) -> Exchange[dict[str, Any]]:
         """The ledger's audit of one session, as the service sends it."""
         data: dict[str, Any] = (yield Call("GET", f"/sessions/{seg(session)}/report")).json()
@@ -425,6 +484,42 @@ class Endpoints(Generic[_Transport]):
     def metrics(self) -> Exchange[str]:
         """The service's Prometheus text."""
         return (yield Call("GET", "/metrics")).text
+
+    # -- tokens ------------------------------------------------------------
+
+    @endpoint
+    def create_token(
+        self,
+        role: str,
+        sessions: str,
+        *,
+        name: str | None = None,
+        expires_s: float | None = None,
+    ) -> Exchange[ApiToken]:
+        """Create a scoped token (its ``token`` is in this answer only). Raises InvalidInput
+        (a malformed pattern, an unknown role, a live token's name) or Forbidden.
+
+        Never retried: a lost answer's token could not be shown again.
+        """
+        body = {"role": role, "sessions": sessions, "name": name, "expires_s": expires_s}
+        return parse_token((yield Call("POST", "/tokens", body, policy=NO_RETRY)).json())
+
+    @endpoint
+    def tokens(self) -> Exchange[list[ApiToken]]:
+        """Every token, live, expired or revoked, newest first; never a token itself."""
+        data = (yield Call("GET", "/tokens")).json()
+        return [parse_token(item) for item in data["tokens"]]
+
+    @endpoint
+    def revoke_token(self, name: str) -> Exchange[ApiToken]:
+        """Revoke the live token of ``name`` in every API process. Raises NotFound."""
+        return parse_token((yield Call("DELETE", f"/tokens/{seg(name)}")).json())
+
+    @endpoint
+    def token_self(self) -> Exchange[dict[str, Any]]:
+        """Whom the client's token acts as: its name, role, sessions, what it may offer."""
+        data: dict[str, Any] = (yield Call("GET", "/tokens/self")).json()
+        return data
 
     @endpoint
     def healthz(self) -> Exchange[bool]:

@@ -28,9 +28,9 @@ import json
 import random
 import uuid
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_type_hints
 from urllib.parse import quote
 
 import httpx
@@ -49,6 +49,7 @@ from leaseq.errors import (
 from leaseq.limits import MAX_PUSH_BATCH
 from leaseq.model import (
     STATUSES,
+    ApiToken,
     CompleteItem,
     Counts,
     ItemResult,
@@ -58,6 +59,7 @@ from leaseq.model import (
     NextLease,
     Renewal,
     RenewItem,
+    Schedule,
     SessionSettings,
     SweepResult,
 )
@@ -221,30 +223,38 @@ def _maybe_seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+# The fields of a lead a service may leave out (an older one), and what they mean then. A
+# field that may be null reads as null when left out; every other one must be there.
+_LEAD_ABSENT: dict[str, Any] = {"priority": 0, "payload": {}, "depth": 0, "attempts": 0}
+
+
+def _lead_readers() -> list[tuple[str, bool, Any, Any]]:
+    """Per field of ``Lead``, in order: its name, whether the object must carry it, what it
+    means when left out, and how its text becomes the value (timestamps) or None."""
+    hints = get_type_hints(Lead)
+    readers = []
+    for name in (field.name for field in fields(Lead)):
+        hint = hints[name]
+        nullable = hint is Any or type(None) in get_args(hint)
+        timestamp = hint is datetime or datetime in get_args(hint)
+        parse = (_maybe_time if nullable else _time) if timestamp else None
+        required = not nullable and name not in _LEAD_ABSENT
+        readers.append((name, required, _LEAD_ABSENT.get(name), parse))
+    return readers
+
+
+_LEAD_READERS = _lead_readers()
+
+
 def parse_lead(data: Mapping[str, Any]) -> Lead:
-    """A lead object of the API as a ``Lead``."""
-    return Lead(
-        id=data["id"],
-        session=data["session"],
-        priority=data.get("priority", 0),
-        payload=data.get("payload") or {},
-        key=data.get("key"),
-        depth=data.get("depth", 0),
-        parent_id=data.get("parent_id"),
-        status=data["status"],
-        owner=data.get("owner"),
-        attempts=data.get("attempts", 0),
-        max_attempts=data["max_attempts"],
-        available_at=_time(data["available_at"]),
-        lease_expires_at=_maybe_time(data.get("lease_expires_at")),
-        result=data.get("result"),
-        error=data.get("error"),
-        created_at=_time(data["created_at"]),
-        updated_at=_time(data["updated_at"]),
-        checkpoint=data.get("checkpoint"),
-        concurrency_key=data.get("concurrency_key"),
-        max_runtime_s=data.get("max_runtime_s"),
-    )
+    """A lead object of the API as a ``Lead``: each of its fields by name (``_LEAD_READERS``);
+    a null or missing payload reads as ``{}``."""
+    values: dict[str, Any] = {}
+    for name, required, absent, parse in _LEAD_READERS:
+        value = data[name] if required else data.get(name, absent)
+        values[name] = value if parse is None else parse(value)
+    values["payload"] = values["payload"] or {}
+    return Lead(**values)
 
 
 def parse_lease(data: Mapping[str, Any]) -> Lease:
@@ -285,6 +295,32 @@ def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
         max_leased_per_key=data.get("max_leased_per_key"),
         max_runtime_s=data.get("max_runtime_s"),
         paused_until=_maybe_time(data.get("paused_until")),
+    )
+
+
+def parse_token(data: Mapping[str, Any]) -> ApiToken:
+    """A scoped token as the API answers it (with ``token`` only when just created)."""
+    return ApiToken(
+        name=data["name"],
+        role=data["role"],
+        sessions=data["sessions"],
+        created_at=_time(data["created_at"]),
+        expires_at=_maybe_time(data.get("expires_at")),
+        last_used_at=_maybe_time(data.get("last_used_at")),
+        revoked_at=_maybe_time(data.get("revoked_at")),
+        token=data.get("token"),
+    )
+
+
+def parse_schedule(data: Mapping[str, Any]) -> Schedule:
+    """A schedule as the API answers it."""
+    return Schedule(
+        name=data["name"],
+        session=data["session"],
+        cron=data["cron"],
+        timezone=data["timezone"],
+        lead=dict(data["lead"]),
+        next_tick=timefmt.parse(data["next_tick"]),
     )
 
 

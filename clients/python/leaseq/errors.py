@@ -57,6 +57,12 @@ class Conflict(LeaseqError):
     code = "conflict"
 
 
+class Forbidden(LeaseqError):
+    """The token may not do this, or not in this session."""
+
+    code = "forbidden"
+
+
 class IncompleteBody(LeaseqError):
     """The request body ended before its Content-Length (the client hung up); nothing was done."""
 
@@ -106,6 +112,7 @@ BY_CODE: dict[str, type[LeaseqError]] = {
         NotFound,
         InvalidInput,
         Conflict,
+        Forbidden,
         IncompleteBody,
         Unavailable,
         Unauthorized,

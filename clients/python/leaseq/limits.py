@@ -58,3 +58,10 @@ INT64_MAX = 2**63 - 1  # lead ids are bigint
 # The largest lead id the API takes: the largest integer JSON carries exactly everywhere
 # (I-JSON, RFC 7493: parsers may read numbers as doubles).
 MAX_LEAD_ID = 2**53 - 1
+
+# Scoped API tokens (docs/contract.md#who-may-do-what): the roles, and a session pattern: a
+# session name with an optional trailing ``*``, or ``*`` alone. A token's name is spelled
+# as a session's.
+TOKEN_ROLES = ("producer", "worker", "operator", "reader")
+SESSION_SCOPE_PATTERN = rf"^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_SESSION_CHARS - 1}}}\*?)$"
+TOKEN_NAME_PATTERN = SESSION_PATTERN

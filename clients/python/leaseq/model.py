@@ -41,7 +41,9 @@ class NewLead:
 class Lead:
     """A lead as stored; its lease token is never shown.
 
-    ``owner`` is the worker that holds it, or held it last.
+    ``owner`` is the worker that holds it, or held it last. These fields, in this order, are
+    the one list of a lead's fields: the service selects these columns and answers this
+    object (its API model is made from them), and the client reads it back by them.
     """
 
     id: int
@@ -49,8 +51,6 @@ class Lead:
     priority: int
     payload: dict[str, JSON]
     key: str | None
-    depth: int
-    parent_id: int | None
     status: Status
     owner: str | None
     attempts: int
@@ -61,6 +61,8 @@ class Lead:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    depth: int
+    parent_id: int | None
     checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
     concurrency_key: str | None = None
     max_runtime_s: int | None = None  # its own; None: the session's default, if any
@@ -121,7 +123,8 @@ class CompleteItem:
 
 @dataclass(frozen=True, slots=True)
 class NextLease:
-    """A lease asked for along with a completion (SPEC: ``next``), taken once it is done.
+    """A lease asked for along with a completion (``next``, docs/contract.md#complete-and-lease),
+    taken once it is done.
 
     ``session``: one session's name; several; None, any session. ``ttl_s`` None:
     the service's default.
@@ -191,7 +194,8 @@ class Counts:
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """How a session takes part in a lease across sessions, and its limits (SPEC "Fleets").
+    """How a session takes part in a lease across sessions, and its limits
+    (docs/contract.md#fleets).
 
     ``weight``: its share of the leases against the other sessions with work.
     ``max_leased``: at most this many of its leads leased at once (0 holds it
@@ -228,3 +232,32 @@ class SessionSettings:
 class AllCounts:
     sessions: dict[str, Counts] = field(default_factory=dict)
     total: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiToken:
+    """A scoped API token as the service lists it; ``token`` only in the answer that created
+    it (the service keeps a hash, never the token)."""
+
+    name: str
+    role: str
+    sessions: str
+    created_at: datetime
+    expires_at: datetime | None = None
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A lead pushed into ``session`` at each tick of ``cron`` in ``timezone`` (an IANA name);
+    ``lead`` as stored (payload, priority, max_attempts, delay_s), ``next_tick`` the next
+    one due on the service's database clock."""
+
+    name: str
+    session: str
+    cron: str
+    timezone: str
+    lead: dict[str, Any]
+    next_tick: datetime

@@ -2,14 +2,15 @@
 
 ``root`` holds the command group and the loading of other distributions'
 commands; ``verbs`` the calls to a running service (push, stats, sweep);
-``sessions`` a session's settings (weight, cap, rate);
+``sessions`` a session's settings (weight, cap, rate); ``schedules`` leads
+pushed on a schedule; ``tokens`` scoped API tokens;
 ``worker`` the work loop; ``output`` the printing and the one error handler.
 """
 
-from leaseq.cli import sessions, verbs, worker
+from leaseq.cli import schedules, sessions, tokens, verbs, worker
 from leaseq.cli.root import app
 
-__all__ = ["app", "main", "sessions", "verbs", "worker"]
+__all__ = ["app", "main", "schedules", "sessions", "tokens", "verbs", "worker"]
 
 
 def main() -> None:

@@ -21,10 +21,12 @@ from leaseq.cli.lines import BadLine, Line, Packer, batches, read, read_all
 from leaseq.cli.output import CliError
 from leaseq.errors import LeaseqError
 from leaseq.limits import MAX_PUSH_BATCH
-from leaseq.model import PushResult
+from leaseq.model import FINAL_STATUSES, Lead, PushResult
 
 # Lines read ahead of the pushes in a stream: the reader waits beyond this.
 READ_AHEAD = 4 * MAX_PUSH_BATCH
+# ``--wait``: leads waited for at once (each a request the service holds, up to 30 s).
+WAITING_AT_ONCE = 100
 
 
 @dataclass(slots=True)
@@ -186,3 +188,20 @@ async def _streamed(
             packer.add(line)
     if packer.call:
         yield packer.take()
+
+
+async def outcomes(client: AsyncClient, ids: Iterable[int], ended: Callable[[Lead], None]) -> None:
+    """Wait for each lead of ``ids`` (each once) to end; ``ended(lead)`` as each does, in the
+    order they end. Up to ``WAITING_AT_ONCE`` waits are held at once."""
+    room = asyncio.Semaphore(WAITING_AT_ONCE)
+
+    async def one(lead_id: int) -> None:
+        async with room:
+            lead = await client.wait_for(lead_id)
+            while lead.status not in FINAL_STATUSES:
+                lead = await client.wait_for(lead_id)
+        ended(lead)
+
+    async with asyncio.TaskGroup() as group:
+        for lead_id in dict.fromkeys(ids):
+            group.create_task(one(lead_id))

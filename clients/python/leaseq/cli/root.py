@@ -30,7 +30,19 @@ SERVER_COMMANDS = {
     "report": "Audit a session from the lead_events ledger.",
     "prune": "Delete done, failed and cached leads.",
 }
-ORDER = ("serve", "db", "push", "stats", "report", "sweep", "worker", "sessions", "prune")
+ORDER = (
+    "serve",
+    "db",
+    "push",
+    "stats",
+    "report",
+    "sweep",
+    "worker",
+    "sessions",
+    "tokens",
+    "schedules",
+    "prune",
+)
 
 
 def _needs_server(name: str, summary: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import httpx
@@ -20,7 +20,16 @@ from leaseq.cli import pushing
 from leaseq.cli.output import CliError, one_line
 from leaseq.errors import LeaseqError
 from leaseq.limits import SESSION_PATTERN
-from leaseq.model import AllCounts, Counts, PushResult, SessionSettings, SweepResult
+from leaseq.model import (
+    AllCounts,
+    ApiToken,
+    Counts,
+    Lead,
+    PushResult,
+    Schedule,
+    SessionSettings,
+    SweepResult,
+)
 
 # A person at a terminal: a short retry over a blip, then the error.
 RETRY = RetryPolicy(attempts=3, base_s=0.2, max_s=1.0)
@@ -51,6 +60,10 @@ class Service:
 
         pushed: PushResult = self._run(run)
         return pushed
+
+    def wait_for_all(self, ids: Iterable[int], ended: Callable[[Lead], None]) -> None:
+        """Wait for every lead of ``ids`` to end, ``ended(lead)`` as each does."""
+        self._run(lambda client: pushing.outcomes(client, ids, ended))
 
     def stats(self, session: str) -> Counts:
         check_session(session)
@@ -101,6 +114,46 @@ class Service:
         requeued: int = self._run(lambda client: client.retry_failed(session))
         return requeued
 
+    def create_token(
+        self, role: str, sessions: str, name: str | None, expires_s: float | None
+    ) -> ApiToken:
+        """A new scoped token (its secret in ``token``, this once)."""
+        made: ApiToken = self._run(
+            lambda client: client.create_token(role, sessions, name=name, expires_s=expires_s)
+        )
+        return made
+
+    def tokens(self) -> list[ApiToken]:
+        listed: list[ApiToken] = self._run(lambda client: client.tokens())
+        return listed
+
+    def revoke_token(self, name: str) -> ApiToken:
+        revoked: ApiToken = self._run(lambda client: client.revoke_token(name))
+        return revoked
+
+    def schedules(self) -> list[Schedule]:
+        found: list[Schedule] = self._run(lambda client: client.schedules())
+        return found
+
+    def schedule(self, name: str) -> Schedule:
+        check_name(name)
+        found: Schedule = self._run(lambda client: client.schedule(name))
+        return found
+
+    def put_schedule(
+        self, name: str, session: str, cron: str, lead: dict[str, Any], *, timezone: str
+    ) -> Schedule:
+        check_name(name)
+        check_session(session)
+        stored: Schedule = self._run(
+            lambda client: client.put_schedule(name, session, cron, lead, timezone=timezone)
+        )
+        return stored
+
+    def delete_schedule(self, name: str) -> None:
+        check_name(name)
+        self._run(lambda client: client.delete_schedule(name))
+
     def _run(self, call: Any) -> Any:
         async def main() -> Any:
             async with AsyncClient(self.url, token=self.token, retry_policy=RETRY) as client:
@@ -129,6 +182,13 @@ def check_session(session: str) -> str:
     if not re.fullmatch(SESSION_PATTERN, session):
         raise CliError(f"session {session!r}: must match {SESSION_PATTERN}")
     return session
+
+
+def check_name(name: str) -> str:
+    """Raise CliError unless ``name`` is a schedule's name (the pattern of session names)."""
+    if not re.fullmatch(SESSION_PATTERN, name):
+        raise CliError(f"schedule {name!r}: must match {SESSION_PATTERN}")
+    return name
 
 
 def id_ranges(ids: Iterable[int]) -> str:

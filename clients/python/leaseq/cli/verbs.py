@@ -15,7 +15,7 @@ from rich.table import Table
 from leaseq.cli.output import EXIT_USAGE, CliError, fail, one_line_errors, out, plural, say
 from leaseq.cli.root import ServiceUrl, Token, app
 from leaseq.cli.service import Service, id_ranges
-from leaseq.model import STATUSES, Counts
+from leaseq.model import STATUSES, Counts, Lead, PushResult
 
 COUNT_COLUMNS = (*STATUSES, "pending")
 AGE = "oldest_available_age_s"
@@ -33,7 +33,9 @@ AGE = "oldest_available_age_s"
         "--stream pushes as it reads (endless input); a bad line then stops it, and the "
         "error names the lines that were pushed. Exit status: 0 pushed; 1 a bad line, or "
         "the service refused or could not be reached (the line says what was pushed); "
-        "2 a usage error."
+        "2 a usage error.\n\n"
+        "Wait for the results:  leaseq push --session crawl --wait leads.jsonl  prints a JSON "
+        "line per lead as it ends (id, status, result, error)."
     )
 )
 def push(
@@ -52,15 +54,34 @@ def push(
         help="Push as lines arrive instead of checking them all first (for endless input).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the ids and counts as JSON."),
+    wait: bool = typer.Option(
+        False,
+        "--wait",
+        help="Then wait for each lead to end, printing its result as a JSON line as it does.",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
     """Push leads from JSON lines, in calls of up to 1,000; every line checked first."""
+    service = Service(url, token)
     with one_line_errors():
-        pushed = Service(url, token).push(session, file, payloads=payloads, stream=stream)
+        pushed = service.push(session, file, payloads=payloads, stream=stream)
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(pushed)))
-        return
+    else:
+        _pushed_summary(session, pushed)
+    if wait:
+        with one_line_errors():
+            service.wait_for_all(pushed.ids, _print_outcome)
+
+
+def _print_outcome(lead: Lead) -> None:
+    """One JSON line for a lead that ended, as ``push --wait`` prints it."""
+    line = {"id": lead.id, "status": lead.status, "result": lead.result, "error": lead.error}
+    typer.echo(json.dumps(line))
+
+
+def _pushed_summary(session: str, pushed: PushResult) -> None:
     summary = (
         f"{plural(len(pushed.ids), 'lead')} to session {session}: "
         f"{pushed.created} created, {plural(pushed.duplicates, 'duplicate')}"

@@ -1,0 +1,123 @@
+"""Waiting for a lead's outcome: ``GET /leads/{id}?wait_s=n`` held until the lead is terminal.
+
+A waiting request holds no database connection: it registers with the
+listener (``app.store.listener.Listener.waiting_for``), writes a watch and
+then reads the lead (``app.store.outcomes``: the watch makes a statement
+that ends the lead send a NOTIFY at all), and sleeps until the
+notification naming it wakes it, or ``poll_interval_s`` passes (a
+notification may be lost: behind a pooler without a direct URL, on a Citus
+cluster, in the instant a watch is written), then reads it again. The
+watches of the waits that begin (or end) while one such statement runs go
+together in the next (``app.store.group_commit``), so 500 requests that begin
+waiting at once cost a few statements, not 500.
+
+The waiter is registered before the first read, so a completion that commits
+after that read wakes it; one that committed before is what the read finds.
+The lead as it is when the wait ends is the answer, terminal or not. Shutdown
+ends the wait at once; so does ``gone()`` turning true (the client hung up).
+Beyond ``max_outcome_waiters`` a request whose lead has not ended gets
+Unavailable.
+
+Knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+from app.domain import validation
+from app.domain.queue import Queue, lead_of
+from app.store import outcomes
+from app.store.group_commit import Grouper
+from app.store.listener import Listener
+from app.store.pool import Connection, Row, execute
+from leaseq.errors import LeaseqError, NotFound, Unavailable
+from leaseq.limits import MAX_WAIT_S
+from leaseq.model import FINAL_STATUSES, Lead
+
+Gone = Callable[[], Awaitable[bool]]
+# Watches one statement writes or deletes at most; the others go in the next.
+MAX_WATCH_GROUP = 1000
+
+# One wait to write: the waiter's id, the lead's, and its seconds.
+_Watch = tuple[str, int, float]
+
+
+class Outcomes:
+    """The waits for outcomes of one API process, over its queue and its listener."""
+
+    def __init__(self, queue: Queue, listener: Listener | None) -> None:
+        self.queue = queue
+        self.listener = listener
+        self._watches: Grouper[None, _Watch, Lead | None] = Grouper(
+            self._watch, max_size=MAX_WATCH_GROUP
+        )
+        self._unwatches: Grouper[None, str, None] = Grouper(self._unwatch, max_size=MAX_WATCH_GROUP)
+
+    async def outcome(self, lead_id: int, wait_s: float = 0.0, *, gone: Gone | None = None) -> Lead:
+        """The lead once it is terminal, or as it is when ``wait_s`` ends. Raises NotFound,
+        InvalidInput (a bad ``wait_s``) or Unavailable."""
+        validation.lead_id(lead_id)
+        wait = validation.seconds("wait_s", wait_s, low=0, high=MAX_WAIT_S)
+        listener = self.listener
+        if wait <= 0 or listener is None or listener.closed:
+            return await self.queue.get(lead_id)
+        if listener.outcome_waiters >= listener.max_outcome_waiters:
+            lead = await self.queue.get(lead_id)
+            if lead.status in FINAL_STATUSES:
+                return lead
+            raise Unavailable("too many requests waiting for outcomes; try again shortly")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        waiter_id = str(uuid.uuid4())
+        async with listener.waiting_for(lead_id) as waiter:
+            # Without a LISTEN of our own a notification would reach nobody: no watch then.
+            watched = listener.listens
+            if watched:
+                found = await self._watches.submit(None, (waiter_id, lead_id, wait))
+            else:
+                found = await self.queue.get(lead_id)
+            try:
+                if found is None:
+                    raise NotFound(f"no lead {lead_id}")
+                lead = found
+                while True:
+                    remaining = deadline - loop.time()
+                    if lead.status in FINAL_STATUSES or remaining <= 0 or listener.closed:
+                        return lead
+                    poll = listener.poll_interval_s * random.uniform(0.8, 1.2)
+                    await waiter.wait(min(remaining, poll))
+                    if gone is not None and await gone():
+                        return lead
+                    try:
+                        lead = await self.queue.get(lead_id)
+                    except Unavailable:
+                        if loop.time() >= deadline:
+                            raise
+            finally:
+                if watched:
+                    with contextlib.suppress(LeaseqError):
+                        await self._unwatches.submit(None, waiter_id)
+
+    async def _watch(self, key: None, watches: Sequence[_Watch]) -> list[Lead | None]:
+        params = {
+            "ids": [watch[0] for watch in watches],
+            "lead_ids": [watch[1] for watch in watches],
+            "waits": [watch[2] for watch in watches],
+        }
+
+        async def write_then_read(conn: Connection) -> list[Row]:
+            await execute(conn, outcomes.watch(), params)  # committed (autocommit) before
+            return await execute(conn, outcomes.watched(), params)
+
+        rows = await self.queue.db.run(write_then_read)
+        by_id = {row["id"]: lead_of(row) for row in rows}
+        return [by_id.get(watch[1]) for watch in watches]
+
+    async def _unwatch(self, key: None, ids: Sequence[str]) -> list[None]:
+        await self.queue.db.rows(outcomes.unwatch(), {"ids": list(ids)})
+        return [None] * len(ids)

@@ -1,0 +1,832 @@
+-- The statements of app.store.statements.leads, as PostgreSQL gets them.
+-- Written by `python -m app.store.render`; do not edit.
+
+-- ========================================================================================
+-- push
+--
+-- Insert a batch; keys already in the session are skipped (ON CONFLICT DO NOTHING).
+--
+-- Ids are drawn in input order, so they ascend in that order; the caller maps
+-- returned ids back to input positions by that. Rows are inserted in key
+-- order: an insert waits for a concurrent one of the same key, so two pushes
+-- taking shared keys in different orders would wait on each other (deadlock).
+--
+-- parameters: session, concurrency_keys, delays, depths, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, now
+
+-- name: push (ledger=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
+        %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
+),
+numbered AS (
+    -- A volatile output column is computed after the sort, so ids follow ord.
+    SELECT nextval('leads_id_seq') AS id, * FROM input ORDER BY ord
+),
+inserted AS (
+    INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
+           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           max_runtime_s
+    FROM numbered ORDER BY key
+    ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+    RETURNING id, key, session, status, attempts, owner, scheduled
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'pushed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM inserted
+)
+-- The uncorrelated subquery runs once, and only when something was inserted; it
+-- counts the leads available now (a delayed one wakes nobody).
+SELECT id, key,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+        FROM inserted WHERE NOT scheduled) AS notified
+FROM inserted ORDER BY id;
+
+-- name: push (ledger=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
+        %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
+),
+numbered AS (
+    -- A volatile output column is computed after the sort, so ids follow ord.
+    SELECT nextval('leads_id_seq') AS id, * FROM input ORDER BY ord
+),
+inserted AS (
+    INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
+    OVERRIDING SYSTEM VALUE
+    SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
+           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           max_runtime_s
+    FROM numbered ORDER BY key
+    ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+    RETURNING id, key, session, status, attempts, owner, scheduled
+)
+-- The uncorrelated subquery runs once, and only when something was inserted; it
+-- counts the leads available now (a delayed one wakes nobody).
+SELECT id, key,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+        FROM inserted WHERE NOT scheduled) AS notified
+FROM inserted ORDER BY id;
+
+-- ========================================================================================
+-- existing_keys
+--
+-- Ids of keys already present in a session (the duplicates of a push).
+--
+-- parameters: session, keys
+
+-- name: existing_keys
+SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[]);
+
+-- ========================================================================================
+-- renew_many
+--
+-- Extend each valid lease of the batch; the rows returned are the ones that were valid.
+--
+-- An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
+-- ``skip_locked`` (group commit): a lease whose row another transaction holds is left as it
+-- is and named in ``busy`` (``busy_answer``) instead of waited for.
+--
+-- parameters: checkpoints, ids, tokens, ttls, now
+
+-- name: renew_many (skip_locked=True)
+WITH req AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR UPDATE OF l SKIP LOCKED
+),
+renewed AS (
+    UPDATE leads AS l
+    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
+)
+SELECT renewed.*, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM req AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN renewed ON true;
+
+-- name: renew_many (skip_locked=False)
+WITH req AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
+),
+renewed AS (
+    UPDATE leads AS l
+    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
+)
+SELECT * FROM renewed;
+
+-- ========================================================================================
+-- runtime_ran_out
+--
+-- Which of the given leases (lead id, token) ended at their maximum runtime, and are not
+-- yet swept: why their renewal was refused.
+--
+-- parameters: ids, tokens, now
+
+-- name: runtime_ran_out
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= coalesce(%(now)s::timestamptz, now());
+
+-- ========================================================================================
+-- complete_many
+--
+-- Finish each valid lease of the batch with its status; returns the leads that finished.
+--
+-- A lease given twice in one batch counts once, at its first item (``item``,
+-- from 0): an UPDATE joined to two matching rows would apply either one.
+-- ``lean`` returns only ``item``, for callers that need no lead back (a quarter
+-- less time per batch of 100 than reading every column back). The lead keeps
+-- the lease's token (never shown), so ``completed_already`` knows a retry.
+-- ``skip_locked`` (group commit): a lease whose row another transaction holds is left
+-- as it is and named, with every item of it, in ``busy`` (``busy_answer``).
+--
+-- parameters: errors, ids, results, statuses, tokens, now
+
+-- name: complete_many (ledger=True, lean=True, skip_locked=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+)
+SELECT item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=True, lean=True, skip_locked=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=True, lean=False, skip_locked=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=True, lean=False, skip_locked=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item FROM completed;
+
+-- name: complete_many (ledger=False, lean=True, skip_locked=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=False, lean=True, skip_locked=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item FROM completed;
+
+-- ========================================================================================
+-- completed_already
+--
+-- Which of the given items name a lead their very lease already finished with that status.
+--
+-- A completion retried after its answer was lost is answered as the first
+-- was, and changes nothing. A statement of its own, run after
+-- ``complete_many`` for the items it did not complete: its snapshot sees a
+-- completion that committed while that one waited on the row. ``item`` is
+-- the caller's position of each item; ``lean`` returns only it.
+--
+-- parameters: ids, items, statuses, tokens
+
+-- name: completed_already (lean=True)
+SELECT req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+
+-- name: completed_already (lean=False)
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+
+-- ========================================================================================
+-- release
+--
+-- Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
+--
+-- On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
+-- instead (docs/contract.md#invariant-7), with an error that says why: the release's own
+-- ``error`` when given, after "released on attempt n of m".
+--
+-- ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
+-- attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
+-- session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
+-- all in this statement, so only a valid lease pauses its session.
+--
+-- parameters: delay_s, error, lead_id, token, throttle_s, now
+
+-- name: release (ledger=True)
+WITH req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
+),
+released AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                          || coalesce(': ' || req.error, '')
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL,
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+                            ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'released', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM released
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
+            THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
+FROM released;
+
+-- name: release (ledger=False)
+WITH req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
+),
+released AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                          || coalesce(': ' || req.error, '')
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL,
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+                            ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
+            THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
+FROM released;
+
+-- ========================================================================================
+-- sweep
+--
+-- Requeue up to ``limit`` expired leases (one session's when scoped); at max_attempts, fail.
+--
+-- SKIP LOCKED: a lease whose row a completion holds is left to that
+-- completion; the UPDATE re-checks status and expiry so a lease completed
+-- just before is never moved back (River #1302).
+--
+-- parameters: session, limit, now
+
+-- name: sweep (ledger=True, scoped=True)
+WITH expired AS (
+    SELECT id, lease_expires_at FROM leads
+    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) AND session = %(session)s
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+swept AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM expired
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+          AND l.session = %(session)s
+    RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'expired', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), expired_at FROM swept
+)
+SELECT
+    count(*) FILTER (WHERE status = 'queued') AS requeued,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
+     FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
+         AS s) AS notified
+FROM swept;
+
+-- name: sweep (ledger=True, scoped=False)
+WITH expired AS (
+    SELECT id, lease_expires_at FROM leads
+    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) 
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+swept AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM expired
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+          
+    RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'expired', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), expired_at FROM swept
+)
+SELECT
+    count(*) FILTER (WHERE status = 'queued') AS requeued,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
+     FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
+         AS s) AS notified
+FROM swept;
+
+-- name: sweep (ledger=False, scoped=True)
+WITH expired AS (
+    SELECT id, lease_expires_at FROM leads
+    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) AND session = %(session)s
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+swept AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM expired
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+          AND l.session = %(session)s
+    RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
+)
+SELECT
+    count(*) FILTER (WHERE status = 'queued') AS requeued,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
+     FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
+         AS s) AS notified
+FROM swept;
+
+-- name: sweep (ledger=False, scoped=False)
+WITH expired AS (
+    SELECT id, lease_expires_at FROM leads
+    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) 
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+swept AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM expired
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+          
+    RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
+)
+SELECT
+    count(*) FILTER (WHERE status = 'queued') AS requeued,
+    count(*) FILTER (WHERE status = 'failed') AS failed,
+    (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
+     FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
+         AS s) AS notified
+FROM swept;
+
+-- ========================================================================================
+-- cancel
+--
+-- An operator fails a queued or leased lead; its holder's next renew or complete loses.
+--
+-- parameters: lead_id, now
+
+-- name: cancel (ledger=True)
+WITH cancelled AS (
+    UPDATE leads
+    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
+    RETURNING *
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'cancelled', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM cancelled
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM cancelled;
+
+-- name: cancel (ledger=False)
+WITH cancelled AS (
+    UPDATE leads
+    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
+    RETURNING *
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM cancelled;
+
+-- ========================================================================================
+-- retry
+--
+-- Dead-letter replay: a failed lead is queued again with room for one more attempt.
+--
+-- ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
+-- raised when needed so the replayed lead gets its attempt.
+--
+-- parameters: lead_id, now
+
+-- name: retry (ledger=True)
+WITH retried AS (
+    UPDATE leads
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(lead_id)s AND status = 'failed'
+    RETURNING *
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+FROM retried;
+
+-- name: retry (ledger=False)
+WITH retried AS (
+    UPDATE leads
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    WHERE id = %(lead_id)s AND status = 'failed'
+    RETURNING *
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+FROM retried;
+
+-- ========================================================================================
+-- prune
+--
+-- Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
+--
+-- Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
+-- (an operator's retry) for a later batch, so pruning never waits on a lock
+-- and holds at most ``limit`` row locks. Queued and leased leads never match.
+-- The predicate and order are those of index ``leads_terminal_updated``: a
+-- batch reads the oldest terminal leads, never the live ones.
+--
+-- parameters: session, limit, older_than_s, now
+
+-- name: prune (scoped=True)
+WITH doomed AS (
+    SELECT id FROM leads
+    WHERE status IN ('done', 'failed', 'cached')
+      AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
+      AND session = %(session)s
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+events AS (
+    DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+pruned AS (
+    DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
+)
+SELECT count(*) AS pruned FROM pruned;
+
+-- name: prune (scoped=False)
+WITH doomed AS (
+    SELECT id FROM leads
+    WHERE status IN ('done', 'failed', 'cached')
+      AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
+      
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+events AS (
+    DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+pruned AS (
+    DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
+)
+SELECT count(*) AS pruned FROM pruned;
+
+-- ========================================================================================
+-- get
+--
+-- One lead by id.
+--
+-- parameters: lead_id
+
+-- name: get
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM leads WHERE id = %(lead_id)s;
+
+-- ========================================================================================
+-- retry_failed
+--
+-- Dead-letter replay of up to ``limit`` failed leads of a session, as ``retry`` of each.
+--
+-- Only leads failed by ``before`` (NULL: now; the caller passes back the first batch's
+-- ``started`` to the next ones), so a lead this call requeued, leased and failed again is
+-- not requeued twice. FOR UPDATE waits for a row another statement holds and re-checks it
+-- (a lead retried alone meanwhile is queued, and passed over); only statements that lock
+-- one row or skip locked rows touch failed leads, so the wait closes no cycle.
+--
+-- parameters: session, before, limit, now
+
+-- name: retry_failed (ledger=True)
+WITH failed AS (
+    SELECT id FROM leads
+    WHERE session = %(session)s AND status = 'failed'
+      AND updated_at <= coalesce(%(before)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
+    LIMIT %(limit)s
+    FOR UPDATE
+),
+retried AS (
+    UPDATE leads AS l
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM failed
+    WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
+)
+SELECT count(*) AS retried, coalesce(%(now)s::timestamptz, now()) AS started,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+        FROM retried HAVING count(*) > 0) AS notified
+FROM retried;
+
+-- name: retry_failed (ledger=False)
+WITH failed AS (
+    SELECT id FROM leads
+    WHERE session = %(session)s AND status = 'failed'
+      AND updated_at <= coalesce(%(before)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
+    LIMIT %(limit)s
+    FOR UPDATE
+),
+retried AS (
+    UPDATE leads AS l
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM failed
+    WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
+    RETURNING l.*
+)
+SELECT count(*) AS retried, coalesce(%(now)s::timestamptz, now()) AS started,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+        FROM retried HAVING count(*) > 0) AS notified
+FROM retried;

@@ -1,0 +1,542 @@
+-- The statements of app.store.statements.lease, as PostgreSQL gets them.
+-- Written by `python -m app.store.render`; do not edit.
+
+-- ========================================================================================
+-- lease_next
+--
+-- Lease up to ``max`` available leads of a session, highest priority then oldest first.
+--
+-- Two sources, each read through its own partial index and locked with
+-- SKIP LOCKED: ready leads (``leads_ready``: session, priority, id), so the
+-- scan never walks over delayed leads; and up to ``DUE_PER_LEASE`` scheduled
+-- leads of the session that came due (``leads_scheduled_due``). The best
+-- ``max`` of both are leased; the other due ones are promoted to ready in
+-- the same statement (disjoint rows, so no row is updated twice).
+--
+-- The ids are chosen in CTEs, which PostgreSQL evaluates exactly once, then
+-- updated — never ``WHERE id IN (SELECT … LIMIT n)``, which the planner may
+-- re-run and so update more than n rows (PostgreSQL bug #15715).
+--
+-- A session with a cap or a rate (``session_settings``, one index probe) is
+-- not leased here: the statement takes nothing and answers one row whose
+-- ``limited`` is true, and the caller leases through ``lease_limited``, under
+-- the session's lock. Otherwise each lead leased is a row (``limited`` false),
+-- and nothing leased is one row of NULLs.
+--
+-- parameters: session, max, owner, tokens, ttl_s, now
+
+-- name: lease_next (ledger=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_next (ledger=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- ========================================================================================
+-- lease_group
+--
+-- ``lease_next`` for several callers of one session at once (group commit).
+--
+-- The same claim, gate and promotion, for ``max`` leads: the sum of the callers' own. The
+-- leads are numbered in priority order, and lead ``n`` gets slot ``n``'s token, owner
+-- (``owners``) and ttl (``ttls``): the caller of slots 1 to m1 gets the best leads, the next
+-- the ones after, so the callers are served in their order as if one came after the other.
+-- Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
+-- as ``lease_next`` does.
+--
+-- parameters: session, max, owners, tokens, ttls, now
+
+-- name: lease_group (ledger=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_group (ledger=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- ========================================================================================
+-- promote
+--
+-- Make up to ``limit`` scheduled leads that came due ready (any session); the sweeper's.
+--
+-- Oldest due first, through ``leads_scheduled_at``; SKIP LOCKED leaves a row
+-- a lease holds to that lease. Notifies each session of its promoted leads.
+--
+-- parameters: limit, now
+
+-- name: promote
+WITH due AS (
+    SELECT id FROM leads
+    WHERE scheduled AND available_at <= coalesce(%(now)s::timestamptz, now())
+    ORDER BY available_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.scheduled
+    RETURNING l.session
+)
+SELECT count(*) AS promoted,
+       (SELECT count(pg_notify('leaseq_queued', p.session || ' ' || p.n))
+        FROM (SELECT session, count(*) AS n FROM promoted GROUP BY session) AS p) AS notified
+FROM promoted;
+
+-- ========================================================================================
+-- valid_leases
+--
+-- Those of the given leases (lead id and token) that are still valid, in leasing order.
+--
+-- parameters: ids, tokens, now
+
+-- name: valid_leases
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.lease_token, l.runtime_ends_at
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+ORDER BY l.priority DESC, l.id;
+
+-- ========================================================================================
+-- lock_settings
+--
+-- Lock a limited session's settings row, in the transaction of its lease: the session's
+-- limited leases take turns, each counting what is held after the one before committed.
+-- No row back: the session has no limits (any more).
+--
+-- parameters: session
+
+-- name: lock_settings
+SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL) FOR UPDATE;
+
+-- ========================================================================================
+-- lease_limited
+--
+-- ``lease_next`` for a session with a cap or a rate, run after ``lock_settings``.
+--
+-- A statement after the lock sees every lease of the session committed before it: the
+-- leads it holds now (``lead_counts``, an expired lease not yet swept included) and its
+-- bucket. It leases at most ``max``, the room under ``max_leased`` and the whole tokens
+-- in the bucket (refilled at ``rate_per_s`` since it was drawn, up to ``burst``), and
+-- takes one token per lead leased. Each lead leased is a row; none, one row of NULLs;
+-- every row says ``room`` (leads it could hold more before; NULL without a cap),
+-- ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
+-- knows what held the session back and when to try it again.
+--
+-- parameters: session, max, owner, tokens, ttl_s, now
+
+-- name: lease_limited (ledger=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+),
+stored AS (
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+),
+settings AS (
+    SELECT max_leased, rate_per_s, max_leased_per_key,
+           coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
+           greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
+    FROM stored
+),
+bucket AS (
+    -- Full until first drawn. Else its level held to [0, burst] (NaN: full), refilled for
+    -- the time since it was drawn, but never for more than twice the time it takes to fill
+    -- (a longer quiet time fills it all the same): with the settings in their ranges every
+    -- term lies within [0, 2 * burst], and a refill above 0 is at least rate * 1 µs (1e-12),
+    -- so double precision carries each one, with no overflow and no underflow.
+    SELECT CASE WHEN tokens IS NULL THEN burst
+                ELSE least(burst, least(greatest(tokens, 0), burst)
+                                  + rate_per_s * least(elapsed_s, 2 * burst / rate_per_s))
+           END AS tokens
+    FROM settings WHERE rate_per_s IS NOT NULL
+),
+keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
+room AS (
+    SELECT (SELECT max_leased FROM settings)::bigint - (
+        SELECT coalesce(sum(n), 0) FROM lead_counts
+        WHERE session = %(session)s AND status = 'leased')::bigint AS n
+),
+allowance AS (
+    SELECT greatest(0, least(%(max)s, (SELECT n FROM room), (SELECT floor(tokens) FROM bucket)))
+        ::int AS n
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT (SELECT n FROM allowance)
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY priority DESC, id
+    LIMIT (SELECT n FROM allowance)
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+spent AS (
+    UPDATE session_settings AS s
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    FROM bucket WHERE s.session = %(session)s
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, statement_timestamp()), lease_expires_at FROM leased
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
+             (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_limited (ledger=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+),
+stored AS (
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+),
+settings AS (
+    SELECT max_leased, rate_per_s, max_leased_per_key,
+           coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
+           greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
+    FROM stored
+),
+bucket AS (
+    -- Full until first drawn. Else its level held to [0, burst] (NaN: full), refilled for
+    -- the time since it was drawn, but never for more than twice the time it takes to fill
+    -- (a longer quiet time fills it all the same): with the settings in their ranges every
+    -- term lies within [0, 2 * burst], and a refill above 0 is at least rate * 1 µs (1e-12),
+    -- so double precision carries each one, with no overflow and no underflow.
+    SELECT CASE WHEN tokens IS NULL THEN burst
+                ELSE least(burst, least(greatest(tokens, 0), burst)
+                                  + rate_per_s * least(elapsed_s, 2 * burst / rate_per_s))
+           END AS tokens
+    FROM settings WHERE rate_per_s IS NOT NULL
+),
+keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
+room AS (
+    SELECT (SELECT max_leased FROM settings)::bigint - (
+        SELECT coalesce(sum(n), 0) FROM lead_counts
+        WHERE session = %(session)s AND status = 'leased')::bigint AS n
+),
+allowance AS (
+    SELECT greatest(0, least(%(max)s, (SELECT n FROM room), (SELECT floor(tokens) FROM bucket)))
+        ::int AS n
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT (SELECT n FROM allowance)
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY priority DESC, id
+    LIMIT (SELECT n FROM allowance)
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+spent AS (
+    UPDATE session_settings AS s
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    FROM bucket WHERE s.session = %(session)s
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
+             (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;

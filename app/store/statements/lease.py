@@ -1,0 +1,381 @@
+"""Leasing: the plain, grouped and limited lease statements, and the promotion of due leads.
+
+The three lease statements share one body (``_claim_and_lease``): the claim of
+ready and due leads, the lease, the ledger; they differ in what gates the
+claim and who holds each lead. ``app.leasing.session`` runs them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.store.statements._build import BOTH, statement
+from app.store.statements.fragments import (
+    LEAD_COLUMNS,
+    LEASE_COLUMNS,
+    LIMITED,
+    LOCKED_NOW,
+    NOTIFY_CHANNEL,
+    NOW,
+    SETTINGS,
+    VALID_LEASE,
+    ledger_rows,
+    qualified,
+    seconds_between,
+)
+
+# Due scheduled leads one lease statement considers (and promotes) at most, so a lease stays
+# short however many came due at once; the sweeper promotes the rest (``promote``, in batches
+# of ``app.domain.queue.PROMOTE_BATCH``).
+DUE_PER_LEASE = 100
+
+
+def _lease_next(ledger: bool) -> str:
+    return _claim_and_lease(
+        ledger,
+        clock=NOW,
+        before=_limited_gate(),
+        only_if="AND NOT EXISTS (SELECT FROM limited)",
+        limit="%(max)s",
+        after="",
+        answer=_gated_answer(),
+    )
+
+
+@statement(_lease_next, ledger=BOTH)
+def lease_next(
+    *,
+    session: str,
+    max: int,
+    owner: str,
+    tokens: list[str],
+    ttl_s: float,
+    now: datetime | None,
+    ledger: bool,
+) -> None:
+    """Lease up to ``max`` available leads of a session, highest priority then oldest first.
+
+    Two sources, each read through its own partial index and locked with
+    SKIP LOCKED: ready leads (``leads_ready``: session, priority, id), so the
+    scan never walks over delayed leads; and up to ``DUE_PER_LEASE`` scheduled
+    leads of the session that came due (``leads_scheduled_due``). The best
+    ``max`` of both are leased; the other due ones are promoted to ready in
+    the same statement (disjoint rows, so no row is updated twice).
+
+    The ids are chosen in CTEs, which PostgreSQL evaluates exactly once, then
+    updated — never ``WHERE id IN (SELECT … LIMIT n)``, which the planner may
+    re-run and so update more than n rows (PostgreSQL bug #15715).
+
+    A session with a cap or a rate (``session_settings``, one index probe) is
+    not leased here: the statement takes nothing and answers one row whose
+    ``limited`` is true, and the caller leases through ``lease_limited``, under
+    the session's lock. Otherwise each lead leased is a row (``limited`` false),
+    and nothing leased is one row of NULLs.
+    """
+
+
+def _limited_gate() -> str:
+    """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
+    return f"""limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED}
+),
+"""
+
+
+def _gated_answer() -> str:
+    """Each lead leased, or one row of NULLs; every row says whether the gate held."""
+    return f"""SELECT {LEASE_COLUMNS}, gate.limited
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
+ORDER BY priority DESC, id"""
+
+
+# Who holds each leased lead, and for how long: one owner and ttl for the whole statement
+# (lease_next, lease_limited), or one per slot (lease_group), slot n being the n-th lead.
+_ONE_HOLDER = ("%(owner)s", "%(ttl_s)s::float8")
+
+
+_HOLDER_PER_SLOT = ("(%(owners)s::text[])[numbered.n]", "(%(ttls)s::float8[])[numbered.n]")
+
+
+def _lease_group(ledger: bool) -> str:
+    return _claim_and_lease(
+        ledger,
+        clock=NOW,
+        before=_limited_gate(),
+        only_if="AND NOT EXISTS (SELECT FROM limited)",
+        limit="%(max)s",
+        after="",
+        answer=_gated_answer(),
+        holder=_HOLDER_PER_SLOT,
+    )
+
+
+@statement(_lease_group, ledger=BOTH)
+def lease_group(
+    *,
+    session: str,
+    max: int,
+    owners: list[str],
+    tokens: list[str],
+    ttls: list[float],
+    now: datetime | None,
+    ledger: bool,
+) -> None:
+    """``lease_next`` for several callers of one session at once (group commit).
+
+    The same claim, gate and promotion, for ``max`` leads: the sum of the callers' own. The
+    leads are numbered in priority order, and lead ``n`` gets slot ``n``'s token, owner
+    (``owners``) and ttl (``ttls``): the caller of slots 1 to m1 gets the best leads, the next
+    the ones after, so the callers are served in their order as if one came after the other.
+    Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
+    as ``lease_next`` does.
+    """
+
+
+def _claim_and_lease(
+    ledger: bool,
+    *,
+    clock: str,
+    before: str,
+    only_if: str,
+    limit: str,
+    after: str,
+    answer: str,
+    holder: tuple[str, str] = _ONE_HOLDER,
+    picked: str | None = None,
+) -> str:
+    """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
+    claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
+    ``answer``. The leads are numbered in lease order (``n``, for the token, and the
+    ``holder``: owner and ttl expressions). ``clock`` is the SQL for the instant the lease
+    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock). ``picked``: how the leads are
+    chosen among the candidates (``_KEYED_PICK``); by default the best ``limit``.
+
+    A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
+    maximum runtime (``_RUNTIME_ENDS``), and its lease never lasts past it."""
+    owner, ttl = holder
+    picked = (
+        picked
+        or f"""SELECT id, priority FROM {_CANDIDATES}
+    ORDER BY priority DESC, id
+    LIMIT {limit}"""
+    )
+    only_if = f"{only_if} {_NOT_PAUSED}"
+    ends = _RUNTIME_ENDS.format(clock=clock)
+    ledger_cte = ledger_rows(
+        "leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock
+    )
+    return f"""
+WITH {_PAUSED.format(clock=clock)}{before}ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= {clock} {only_if}
+    ORDER BY priority DESC, id
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= {clock} {only_if}
+    ORDER BY available_at
+    LIMIT {DUE_PER_LEASE}
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    {picked}
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = {ends},
+        lease_expires_at = least({clock} + make_interval(secs => {ttl}), {ends}),
+        updated_at = {clock}
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+){after}{ledger_cte}
+{answer}
+"""
+
+
+# -- flow control (docs/contract.md#flow-control): named fragments of the lease statements --
+
+# A session paused now (``paused_until``, on the statement's clock): its leases claim nothing.
+_PAUSED = """paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > {clock}
+),
+"""
+_NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
+# Where the maximum runtime of an attempt leased at ``clock`` ends: the lead's own, else its
+# session's default; NULL (no maximum) when neither is set.
+_RUNTIME_ENDS = """{clock} + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))"""
+# The candidates of a lease: its ready and due leads.
+_CANDIDATES = "(SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates"
+# A session with max_leased_per_key (``lease_limited``, under the session's lock): the leads
+# of each key leased now (index ``leads_leased_keys``: the leased leads, never the waiting).
+_KEYS_HELD = """keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
+"""
+# Its claim passes over the leads of the keys at their cap (so they hold up no other key) ...
+_KEY_HAS_ROOM = """AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings)))"""
+# ... and takes, of each key, no more than the room left under the cap.
+_KEYED_PICK = f"""SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM {_CANDIDATES}
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY priority DESC, id
+    LIMIT {{limit}}"""
+
+
+def _promote() -> str:
+    return f"""
+WITH due AS (
+    SELECT id FROM leads
+    WHERE scheduled AND available_at <= {NOW}
+    ORDER BY available_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.scheduled
+    RETURNING l.session
+)
+SELECT count(*) AS promoted,
+       (SELECT count(pg_notify('{NOTIFY_CHANNEL}', p.session || ' ' || p.n))
+        FROM (SELECT session, count(*) AS n FROM promoted GROUP BY session) AS p) AS notified
+FROM promoted
+"""
+
+
+@statement(_promote)
+def promote(*, limit: int, now: datetime | None) -> None:
+    """Make up to ``limit`` scheduled leads that came due ready (any session); the sweeper's.
+
+    Oldest due first, through ``leads_scheduled_at``; SKIP LOCKED leaves a row
+    a lease holds to that lease. Notifies each session of its promoted leads.
+    """
+
+
+def _valid_leases() -> str:
+    return f"""
+SELECT {qualified(LEAD_COLUMNS)}, l.lease_token, l.runtime_ends_at
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND {VALID_LEASE}
+ORDER BY l.priority DESC, l.id
+"""
+
+
+@statement(_valid_leases)
+def valid_leases(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
+    """Those of the given leases (lead id and token) that are still valid, in leasing order."""
+
+
+def _lock_settings() -> str:
+    return f"SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED} FOR UPDATE"
+
+
+@statement(_lock_settings)
+def lock_settings(*, session: str) -> None:
+    """Lock a limited session's settings row, in the transaction of its lease: the session's
+    limited leases take turns, each counting what is held after the one before committed.
+    No row back: the session has no limits (any more)."""
+
+
+def _lease_limited(ledger: bool) -> str:
+    return _claim_and_lease(
+        ledger,
+        clock=LOCKED_NOW,
+        before=f"""stored AS (
+    SELECT {SETTINGS}, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+),
+settings AS (
+    SELECT max_leased, rate_per_s, max_leased_per_key,
+           coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
+           greatest(0, {seconds_between("refilled_at", LOCKED_NOW)}) AS elapsed_s
+    FROM stored
+),
+bucket AS (
+    -- Full until first drawn. Else its level held to [0, burst] (NaN: full), refilled for
+    -- the time since it was drawn, but never for more than twice the time it takes to fill
+    -- (a longer quiet time fills it all the same): with the settings in their ranges every
+    -- term lies within [0, 2 * burst], and a refill above 0 is at least rate * 1 µs (1e-12),
+    -- so double precision carries each one, with no overflow and no underflow.
+    SELECT CASE WHEN tokens IS NULL THEN burst
+                ELSE least(burst, least(greatest(tokens, 0), burst)
+                                  + rate_per_s * least(elapsed_s, 2 * burst / rate_per_s))
+           END AS tokens
+    FROM settings WHERE rate_per_s IS NOT NULL
+),
+{_KEYS_HELD}room AS (
+    SELECT (SELECT max_leased FROM settings)::bigint - (
+        SELECT coalesce(sum(n), 0) FROM lead_counts
+        WHERE session = %(session)s AND status = 'leased')::bigint AS n
+),
+allowance AS (
+    SELECT greatest(0, least(%(max)s, (SELECT n FROM room), (SELECT floor(tokens) FROM bucket)))
+        ::int AS n
+),
+""",
+        only_if=_KEY_HAS_ROOM,
+        limit="(SELECT n FROM allowance)",
+        picked=_KEYED_PICK.format(limit="(SELECT n FROM allowance)"),
+        after=f""",
+spent AS (
+    UPDATE session_settings AS s
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = {LOCKED_NOW}
+    FROM bucket WHERE s.session = %(session)s
+)""",
+        answer=f"""SELECT {LEASE_COLUMNS}, gate.*
+FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
+             (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id""",
+    )
+
+
+@statement(_lease_limited, ledger=BOTH)
+def lease_limited(
+    *,
+    session: str,
+    max: int,
+    owner: str,
+    tokens: list[str],
+    ttl_s: float,
+    now: datetime | None,
+    ledger: bool,
+) -> None:
+    """``lease_next`` for a session with a cap or a rate, run after ``lock_settings``.
+
+    A statement after the lock sees every lease of the session committed before it: the
+    leads it holds now (``lead_counts``, an expired lease not yet swept included) and its
+    bucket. It leases at most ``max``, the room under ``max_leased`` and the whole tokens
+    in the bucket (refilled at ``rate_per_s`` since it was drawn, up to ``burst``), and
+    takes one token per lead leased. Each lead leased is a row; none, one row of NULLs;
+    every row says ``room`` (leads it could hold more before; NULL without a cap),
+    ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
+    knows what held the session back and when to try it again.
+    """

@@ -1,0 +1,178 @@
+"""Counts and clocks: a session's counts, the oldest available lead per session, the kept
+counts' upkeep, the database clock and its settings, one lead's events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.store.statements._build import statement
+from app.store.statements.fragments import (
+    NOW,
+    PAUSED_UNTIL,
+    age_of,
+    oldest_available_at,
+)
+
+
+def _stats() -> str:
+    return f"""
+WITH counted AS (
+    SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
+    GROUP BY status HAVING sum(n) <> 0
+)
+SELECT counted.status, counted.n, {age_of("oldest.at")} AS age_s,
+       (SELECT {PAUSED_UNTIL} FROM session_settings WHERE session = %(session)s)
+FROM (SELECT {oldest_available_at("%(session)s")} AS at) AS oldest LEFT JOIN counted ON true
+"""
+
+
+@statement(_stats)
+def stats(*, session: str, now: datetime | None) -> None:
+    """Lead counts by status in one session (the slots of ``lead_counts`` added up), each row
+    with the age of its oldest available lead (``age_s``); no counts: one row of NULLs but it."""
+
+
+def _stats_all() -> str:
+    return """
+SELECT session, status, sum(n)::bigint AS n FROM lead_counts
+GROUP BY session, status HAVING sum(n) <> 0
+"""
+
+
+@statement(_stats_all)
+def stats_all() -> None:
+    """Lead counts by session and status (``lead_counts``: its cost follows the sessions, not
+    the leads)."""
+
+
+def _paused_all() -> str:
+    return f"SELECT session, paused_until FROM session_settings WHERE paused_until > {NOW}"
+
+
+@statement(_paused_all)
+def paused_all(*, now: datetime | None) -> None:
+    """The sessions paused now, and until when."""
+
+
+def _fold_counts() -> str:
+    return """
+WITH moving AS (
+    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM lead_counts AS c USING moving AS m
+    WHERE c.session = m.session AND c.status = m.status AND c.slot = m.slot
+    RETURNING c.session, c.status, c.n
+),
+folded AS (
+    INSERT INTO lead_counts AS c (session, status, slot, n)
+    SELECT session, status, 0, sum(n) FROM moved GROUP BY session, status
+    ORDER BY session, status
+    ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n
+    RETURNING 1
+)
+SELECT count(*) AS folded FROM folded
+"""
+
+
+@statement(_fold_counts)
+def fold_counts() -> None:
+    """Add every other slot of ``lead_counts`` into slot 0, so the table keeps about one row
+    per session and status however many backends wrote it; the pruner's, across sessions.
+
+    SKIP LOCKED leaves a slot a statement is writing to a later pass, and slot 0 rows are
+    upserted in (session, status) order as the triggers do, so no lock waits on another in
+    a cycle. The sums are unchanged at every commit.
+    """
+
+
+def _forget_zero_counts() -> str:
+    return """
+WITH zero AS (
+    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 FOR UPDATE SKIP LOCKED
+),
+forgotten AS (
+    DELETE FROM lead_counts AS c USING zero AS z
+    WHERE c.session = z.session AND c.status = z.status AND c.slot = 0
+    RETURNING 1
+)
+SELECT count(*) AS forgotten FROM forgotten
+"""
+
+
+@statement(_forget_zero_counts)
+def forget_zero_counts() -> None:
+    """Delete the slot-0 counts that came to zero (a pruned session leaves no row behind)."""
+
+
+def _db_now() -> str:
+    return "SELECT now() AS now"
+
+
+@statement(_db_now)
+def db_now() -> None:
+    """The database clock."""
+
+
+def _autovacuum() -> str:
+    return "SELECT current_setting('autovacuum') = 'on' AS enabled"
+
+
+@statement(_autovacuum)
+def autovacuum() -> None:
+    """Whether the server runs autovacuum (``SHOW autovacuum``): the reclaimer of churned rows."""
+
+
+def _schema_revision() -> str:
+    return "SELECT version_num FROM alembic_version"
+
+
+@statement(_schema_revision)
+def schema_revision() -> None:
+    """The Alembic revision of the schema (raises UndefinedTable on a database without one)."""
+
+
+def _oldest_available() -> str:
+    return f"""
+SELECT c.session, {age_of("o.at")} AS age_s
+FROM (SELECT session FROM lead_counts WHERE status = 'queued'
+      GROUP BY session HAVING sum(n) > 0) AS c
+CROSS JOIN LATERAL (SELECT {oldest_available_at("c.session")} AS at) AS o
+WHERE o.at IS NOT NULL
+"""
+
+
+@statement(_oldest_available)
+def oldest_available(*, now: datetime | None) -> None:
+    """Per session with queued leads, the age of its oldest lead that could be leased now
+    (sessions with none left out): two index probes per such session, whatever the leads.
+    The scaling signal, the dashboard's oldest age, and the fleet's view of who has work."""
+
+
+# -- an operator's view of one lead, and the replay of a session's dead letters -------
+
+
+def _lead_events() -> str:
+    return """
+SELECT id, event, status, attempt, owner, at, expires_at, total FROM (
+    SELECT id, event, status, attempt, owner, at, expires_at, count(*) OVER () AS total
+    FROM lead_events WHERE session = %(session)s AND lead_id = %(lead_id)s
+    ORDER BY id DESC LIMIT %(limit)s
+) AS newest
+ORDER BY id
+"""
+
+
+@statement(_lead_events)
+def lead_events(*, session: str, lead_id: int, limit: int) -> None:
+    """The newest ``limit`` events of one lead, oldest first, each with ``total``: how many the
+    lead has. The session routes it to one shard (index ``lead_events_session_lead``)."""
+
+
+def _one_snapshot() -> str:
+    return "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+@statement(_one_snapshot)
+def one_snapshot() -> None:
+    """The first statement of a read-only transaction whose statements see one instant."""
