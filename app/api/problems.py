@@ -70,6 +70,9 @@ class Problem(BaseModel):
     errors: list[dict[str, Any]] | None = Field(
         None, description="With validation_error: each fault's location (loc) and message (msg)."
     )
+    reason: str | None = Field(
+        None, description='With lease_lost, when known: "max_runtime" (its maximum runtime ended).'
+    )
 
 
 _PROBLEM_SCHEMA = Problem.model_json_schema()
@@ -145,6 +148,9 @@ async def _domain_error(request: Request, exc: Exception) -> ProblemResponse:
         loc = field.replace("[", ".").replace("]", "").split(".")
         errors = [{"loc": loc, "msg": exc.detail.removeprefix(f"{field}: ")}]
         return problem(status, exc.code, exc.detail, errors=errors)
+    reason = getattr(exc, "reason", None)
+    if reason is not None:
+        return problem(status, exc.code, exc.detail, reason=reason)
     return problem(status, exc.code, exc.detail)
 
 

@@ -41,6 +41,7 @@ from app.api.schemas import (
     LeadOut,
     LeaseIn,
     LeasesOut,
+    PauseIn,
     PushIn,
     PushOut,
     ReleaseIn,
@@ -363,12 +364,16 @@ async def complete_batch(
 async def release(body: ReleaseIn, runtime: RuntimeDep, principal: Leasing) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`. On its last
     attempt (`attempts` reached `max_attempts`) it fails instead, its error saying so
-    (and carrying `error`, the holder's reason, when given).
+    (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
+    "the upstream answered 429") the lead is queued whatever its attempt, this lease does
+    not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
 
     409 `lease_lost` when the lease is no longer valid."""
     await access.changes_leads(principal, runtime.tokens, [body.lead_id])
     with counting_lost("release"):
-        lead = await runtime.queue.release(body.lead_id, body.token, body.delay_s, error=body.error)
+        lead = await runtime.queue.release(
+            body.lead_id, body.token, body.delay_s, error=body.error, throttle_s=body.throttle_s
+        )
     metrics.RELEASES.inc()
     return LeadAnswer.of(lead)
 
@@ -467,6 +472,44 @@ async def put_settings(
     stored = await runtime.queue.put_settings(session, settings)
     await runtime.tokens.audit(principal, "settings", session=session, detail=body.model_dump())
     return SettingsOut.of(stored)
+
+
+@router.post(
+    "/sessions/{session}/pause",
+    tags=["operators"],
+    dependencies=SameSite,
+    responses=responses("forbidden", *BODY_PROBLEMS),
+)
+async def pause(
+    session: SessionPath,
+    runtime: RuntimeDep,
+    principal: OperatingSession,
+    body: PauseIn | None = None,
+) -> SettingsOut:
+    """Pause the session: no lease of it begins until `for_s` seconds from now (database
+    clock), or until resumed without it. Leases held go on. It binds every lease that begins
+    after it answers, through every API process. Answers the settings, with `paused_until`.
+    A browser's cross-site request (the body is optional) is refused 403."""
+    for_s = None if body is None else body.for_s
+    paused = await runtime.queue.pause(session, for_s)
+    await runtime.tokens.audit(principal, "pause", session=session, detail={"for_s": for_s})
+    return SettingsOut.of(paused)
+
+
+@router.post(
+    "/sessions/{session}/resume",
+    tags=["operators"],
+    dependencies=SameSite,
+    responses=responses("forbidden", "validation_error", "unavailable"),
+)
+async def resume(
+    session: SessionPath, runtime: RuntimeDep, principal: OperatingSession
+) -> SettingsOut:
+    """End the session's pause (an operator's or a throttled release's); its waiting leases
+    wake. Answers the settings."""
+    resumed = await runtime.queue.resume(session)
+    await runtime.tokens.audit(principal, "resume", session=session)
+    return SettingsOut.of(resumed)
 
 
 @router.get(

@@ -40,6 +40,7 @@ from leaseq.limits import (
     INT32_MAX,
     MAX_ATTEMPTS,
     MAX_BURST,
+    MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
     MAX_ERROR_CHARS,
     MAX_ITEM_BATCH,
@@ -48,8 +49,11 @@ from leaseq.limits import (
     MAX_LEASE_BATCH,
     MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
+    MAX_PAUSE_S,
     MAX_PUSH_BATCH,
     MAX_RATE_PER_S,
+    MAX_RUNTIME_S,
+    MAX_THROTTLE_S,
     MAX_TOKEN_CHARS,
     MAX_TTL_S,
     MAX_WAIT_S,
@@ -92,6 +96,7 @@ TtlS = Annotated[
 ]
 DelayS = Annotated[float, Field(ge=0, le=MAX_DELAY_S)]
 ErrorText = Annotated[str, Field(min_length=1, max_length=MAX_ERROR_CHARS)]
+MaxRuntimeS = Annotated[int, Field(ge=1, le=MAX_RUNTIME_S)]
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -158,6 +163,15 @@ class NewLeadIn(Body):
     parent_id: LeadId | None = None
     max_attempts: int | None = Field(None, ge=1, le=MAX_ATTEMPTS)
     delay_s: DelayS = Field(0, description="Not leasable before this many seconds.")
+    concurrency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_CONCURRENCY_KEY_CHARS,
+        description="At most the session's max_leased_per_key leads of one key leased at once.",
+    )
+    max_runtime_s: MaxRuntimeS | None = Field(
+        None, description="No renewal past this many seconds after a lease; null: the session's."
+    )
 
 
 class PushIn(Body):
@@ -255,6 +269,22 @@ class ReleaseIn(Body):
     error: ErrorText | None = Field(
         None, description="Why the lead is given back; kept when this was its last attempt."
     )
+    throttle_s: float | None = Field(
+        None,
+        ge=1,
+        le=MAX_THROTTLE_S,
+        description="A cooldown: the whole session pauses until now + throttle_s (database "
+        "clock), and this lease does not count against max_attempts.",
+    )
+
+
+class PauseIn(Body):
+    for_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_PAUSE_S,
+        description="Seconds (database clock) until the pause ends by itself; null: until resumed.",
+    )
 
 
 class SweepIn(Body):
@@ -290,7 +320,10 @@ class SweepIn(Body):
 
 
 # What the API says of a lead's fields beyond their names and types.
-_LEAD_DESCRIPTIONS = {"checkpoint": "What the last holder's renewals carried; null: none."}
+_LEAD_DESCRIPTIONS = {
+    "checkpoint": "What the last holder's renewals carried; null: none.",
+    "max_runtime_s": "Its own; null: the session's default.",
+}
 
 
 def _lead_fields() -> dict[str, Any]:
@@ -432,6 +465,12 @@ class SweepOut(Answer):
     failed: int
 
 
+PAUSED_UNTIL = (
+    "No lease of the session begins before this instant (database clock); null: not paused. "
+    "Set by a pause or a throttled release, never by a change of settings."
+)
+
+
 class CountsOut(Answer):
     queued: int
     leased: int
@@ -443,6 +482,7 @@ class CountsOut(Answer):
         description="Seconds, on the database clock, since the oldest lead that could be "
         "leased now became available; null when none. The scaling signal."
     )
+    paused_until: Timestamp | None = Field(description=PAUSED_UNTIL)
 
     @classmethod
     def of(cls, counts: Counts) -> CountsOut:
@@ -532,6 +572,17 @@ class SettingsIn(Body):
         "one second's worth (at least 1). Needs rate_per_s.",
     )
 
+    max_leased_per_key: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="At most this many leads of one concurrency_key leased at once, across "
+        "every worker; null: no cap per key.",
+    )
+    max_runtime_s: MaxRuntimeS | None = Field(
+        None, description="The default maximum runtime of its leads; null: none."
+    )
+
     @model_validator(mode="after")
     def _burst_needs_rate(self) -> Self:
         if self.burst is not None and self.rate_per_s is None:
@@ -544,6 +595,9 @@ class SettingsOut(Answer):
     max_leased: int | None
     rate_per_s: float | None
     burst: int | None
+    max_leased_per_key: int | None
+    max_runtime_s: int | None
+    paused_until: Timestamp | None = Field(description=PAUSED_UNTIL)
 
     @classmethod
     def of(cls, settings: SessionSettings) -> SettingsOut:

@@ -6,7 +6,6 @@ Registered as the ``prune`` command of ``leaseq`` (entry point ``leaseq.commands
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import typer
@@ -14,19 +13,9 @@ import typer
 from app.cli.database import DatabaseUrl, DataDir, opened_queue, settings_of
 from app.config import Settings
 from leaseq.cli.output import EXIT_USAGE, CliError, one_line_errors, plural, say
+from leaseq.timefmt import parse_duration
 
 cli = typer.Typer(add_completion=False)
-
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_duration_re = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-
-
-def parse_duration(value: str) -> float:
-    """Seconds in a duration such as 90s, 30m, 12h or 7d. Raises ValueError."""
-    match = _duration_re.match(value)
-    if match is None:
-        raise ValueError(f"{value!r} is not a duration such as 30m, 12h or 7d")
-    return float(match[1]) * DURATION_UNITS[match[2]]
 
 
 @cli.command(

@@ -40,7 +40,7 @@ def _session(view: SessionView) -> dict[str, Any]:
         **{status: getattr(view.counts, status) for status in STATUSES},
         "pending": view.counts.pending,
         "oldest_available_age_s": view.counts.oldest_available_age_s,
-        **(asdict(view.settings) if view.settings else NO_SETTINGS),
+        **(_settings(view.settings) if view.settings else NO_SETTINGS),
         "completed_per_minute": view.completed_per_minute,
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),
@@ -50,6 +50,12 @@ def _session(view: SessionView) -> dict[str, Any]:
 def warnings(snapshot: Snapshot) -> list[str]:
     """What the operator should act on, shown above everything else."""
     return [] if snapshot.autovacuum else [AUTOVACUUM_OFF]
+
+
+def _settings(settings: SessionSettings) -> dict[str, Any]:
+    """A session's settings as JSON values (``paused_until`` in RFC 3339 UTC, or null)."""
+    paused = settings.paused_until
+    return {**asdict(settings), "paused_until": None if paused is None else rfc3339(paused)}
 
 
 def _schedule(schedule: Schedule) -> dict[str, Any]:

@@ -93,7 +93,7 @@ async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Row
         bool(autovacuum["enabled"]),
         await execute(conn, statements.stats_all()),
         await execute(conn, statements.oldest_available(now=None)),
-        await execute(conn, statements.settings_all()),
+        await execute(conn, statements.settings_all(now=None)),
         await execute(conn, statements.per_minute(window_minutes=WINDOW_MINUTES)),
         await execute(conn, statements.expiring(limit=EXPIRING)),
         await execute(conn, statements.failures(limit=FAILURES)),

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from itertools import accumulate
 from typing import Any
@@ -131,7 +131,7 @@ def counts_by_session(
     """The rows of ``statements.stats_all`` (session, status, n) as counts per session, by
     name, with the age of each session's oldest available lead from those of
     ``statements.oldest_available``."""
-    by_session: dict[str, dict[str, int]] = {}
+    by_session: dict[str, dict[str, Any]] = {}
     for row in rows:
         by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
     oldest = {row["session"]: float(row["age_s"]) for row in ages}
@@ -150,6 +150,9 @@ def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
         max_leased=row["max_leased"],
         rate_per_s=row["rate_per_s"],
         burst=row["burst"],
+        max_leased_per_key=row["max_leased_per_key"],
+        max_runtime_s=row["max_runtime_s"],
+        paused_until=row.get("paused_until"),
     )
 
 
@@ -302,6 +305,8 @@ class Queue:
             parent_ids=[lead.parent_id for lead in rows],
             max_attempts=[lead.max_attempts or self.default_max_attempts for lead in rows],
             delays=[float(lead.delay_s) for lead in rows],
+            concurrency_keys=[lead.concurrency_key for lead in rows],
+            max_runtimes=[lead.max_runtime_s for lead in rows],
             now=now,
             ledger=self.ledger,
         )
@@ -348,6 +353,8 @@ class Queue:
         if lead.max_attempts is not None:
             validation.integer(f"{field}.max_attempts", lead.max_attempts, low=1, high=MAX_ATTEMPTS)
         validation.delay(lead.delay_s, f"{field}.delay_s")
+        validation.concurrency_key(lead.concurrency_key, f"{field}.concurrency_key")
+        validation.max_runtime(lead.max_runtime_s, f"{field}.max_runtime_s")
         return validation.payload(
             lead.payload, f"{field}.payload", max_bytes=self.max_payload_bytes
         )
@@ -370,8 +377,15 @@ class Queue:
         item = RenewItem(lead_id, token, ttl_s, checkpoint)
         [answer] = await self._renew([item], now, batch=False)
         if not answer.ok or answer.expires_at is None or answer.ttl_s is None:
-            raise LeaseLost()
+            raise await self._why_lost(lead_id, token, now)
         return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s)
+
+    async def _why_lost(self, lead_id: int, token: str, now: datetime | None) -> LeaseLost:
+        """The refusal of a renewal, with its reason when the lease ended at its maximum
+        runtime (a read of its own, on the refused path only)."""
+        if await self._run(statements.runtime_ran_out(ids=[lead_id], tokens=[token], now=now)):
+            return LeaseLost("the lead's maximum runtime ended", reason="max_runtime")
+        return LeaseLost()
 
     async def renew_many(
         self, items: Sequence[RenewItem], *, now: datetime | None = None
@@ -570,12 +584,16 @@ class Queue:
         delay_s: float = 0.0,
         *,
         error: str | None = None,
+        throttle_s: float | None = None,
         now: datetime | None = None,
     ) -> Lead:
         """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
 
         On the lead's last attempt it fails instead (docs/contract.md#invariant-7), its error
         saying so and carrying ``error``, the holder's reason, when given.
+        ``throttle_s``: a cooldown (docs/contract.md#flow-control): the lead is queued
+        whatever its attempt, this lease does not count against ``max_attempts``, and the
+        lead's session is paused until now + ``throttle_s`` (or later, if it already was).
         """
         validation.lead_id(lead_id)
         validation.token(token)
@@ -587,6 +605,7 @@ class Queue:
                 token=token,
                 delay_s=delay,
                 error=error,
+                throttle_s=validation.throttle(throttle_s),
                 now=now,
                 ledger=self.ledger,
             )
@@ -741,17 +760,25 @@ class Queue:
         validation.session(session)
         rows = await self._run(statements.stats(session=session, now=now))
         counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
-        return Counts(**counts, oldest_available_age_s=rows[0]["age_s"])
+        first = rows[0]
+        return Counts(
+            **counts, oldest_available_age_s=first["age_s"], paused_until=first["paused_until"]
+        )
 
     async def stats_all(self, *, now: datetime | None = None) -> AllCounts:
         """Lead counts per session, and their total; each with its oldest available lead's age."""
 
-        async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
+        async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row]]:
             counts = await execute(conn, statements.stats_all())
-            return counts, await execute(conn, statements.oldest_available(now=now))
+            ages = await execute(conn, statements.oldest_available(now=now))
+            return counts, ages, await execute(conn, statements.paused_all(now=now))
 
-        counts, ages = await self.db.run(read)
+        counts, ages, paused = await self.db.run(read)
         sessions = counts_by_session(counts, ages)
+        for row in paused:
+            if row["session"] in sessions:
+                counts_of = sessions[row["session"]]
+                sessions[row["session"]] = replace(counts_of, paused_until=row["paused_until"])
         return AllCounts(sessions=sessions, total=sum(sessions.values(), Counts()))
 
     async def available(self, *, now: datetime | None = None) -> dict[str, float]:
@@ -764,13 +791,14 @@ class Queue:
     async def settings(self, session: str) -> SessionSettings:
         """A session's settings (the defaults for one never set)."""
         validation.session(session)
-        rows = await self._run(statements.settings_get(session=session))
+        rows = await self._run(statements.settings_get(session=session, now=None))
         return settings_of(rows[0] if rows else None)
 
     async def settings_all(self) -> dict[str, SessionSettings]:
         """The settings of every session they were set for, by name."""
         return {
-            row["session"]: settings_of(row) for row in await self._run(statements.settings_all())
+            row["session"]: settings_of(row)
+            for row in await self._run(statements.settings_all(now=None))
         }
 
     async def put_settings(
@@ -790,6 +818,8 @@ class Queue:
             max_leased=settings.max_leased,
             rate_per_s=settings.rate_per_s,
             burst=settings.burst,
+            max_leased_per_key=settings.max_leased_per_key,
+            max_runtime_s=settings.max_runtime_s,
             now=now,
         )
 
@@ -801,6 +831,26 @@ class Queue:
             return settings_of(row)
 
         return await self.db.run(store)
+
+    # -- pause and resume (docs/contract.md#flow-control) -------------------------------------
+
+    async def pause(
+        self, session: str, for_s: float | None = None, *, now: datetime | None = None
+    ) -> SessionSettings:
+        """Pause a session: no lease of it begins until now + ``for_s`` (None: until resumed).
+        Leases held go on. One statement: every lease statement begun after it answers, in any
+        process, reads the pause. Returns the settings, with ``paused_until``."""
+        validation.session(session)
+        [row] = await self._run(
+            statements.pause(session=session, for_s=validation.pause_for(for_s), now=now)
+        )
+        return settings_of(row)
+
+    async def resume(self, session: str, *, now: datetime | None = None) -> SessionSettings:
+        """End a session's pause (a throttled release's too) and wake its waiting leases."""
+        validation.session(session)
+        rows = await self._run(statements.resume(session=session))
+        return settings_of(rows[0] if rows else None)
 
     async def db_now(self) -> datetime:
         """The database clock (tests build injected instants from it)."""

@@ -17,14 +17,18 @@ from leaseq.limits import (
     INT32_MAX,
     INT64_MAX,
     MAX_BURST,
+    MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
     MAX_JSON_DEPTH,
     MAX_LEASE_BATCH,
     MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
+    MAX_PAUSE_S,
     MAX_PUSH_BATCH,
     MAX_RATE_PER_S,
+    MAX_RUNTIME_S,
+    MAX_THROTTLE_S,
     MAX_TOKEN_CHARS,
     MAX_TTL_S,
     MAX_WEIGHT,
@@ -234,3 +238,34 @@ def session_settings(value: SessionSettings) -> None:
         integer("burst", value.burst, low=MIN_BURST, high=MAX_BURST)
         if value.rate_per_s is None:
             raise InvalidInput("burst", "needs rate_per_s: it is the size of the rate's bucket")
+    if value.max_leased_per_key is not None:
+        integer("max_leased_per_key", value.max_leased_per_key, low=1, high=INT32_MAX)
+    max_runtime(value.max_runtime_s, "max_runtime_s")
+
+
+# -- flow control (docs/contract.md#flow-control) ---------------------------------------------
+
+
+def max_runtime(value: Any, field: str) -> None:
+    """A maximum runtime in whole seconds, or None (none of its own)."""
+    if value is not None:
+        integer(field, value, low=1, high=MAX_RUNTIME_S)
+
+
+def concurrency_key(value: Any, field: str) -> None:
+    """A lead's concurrency key: 1 to MAX_CONCURRENCY_KEY_CHARS characters, or None."""
+    text(field, value, max_chars=MAX_CONCURRENCY_KEY_CHARS, optional=True)
+
+
+def pause_for(value: Any) -> float | None:
+    """A pause's length in seconds (None: until resumed)."""
+    if value is None:
+        return None
+    return number("for_s", value, low=0, high=MAX_PAUSE_S, low_inclusive=False)
+
+
+def throttle(value: Any) -> float | None:
+    """A throttled release's cooldown of its session, 1 to MAX_THROTTLE_S seconds (None: none)."""
+    if value is None:
+        return None
+    return number("throttle_s", value, low=1, high=MAX_THROTTLE_S)

@@ -41,7 +41,13 @@ def new_token() -> str:
 
 
 def lease_of(row: Mapping[str, Any], ttl_s: float) -> Lease:
-    """A row a lease statement answered (a lead it leased) as the lease."""
+    """A row a lease statement answered (a lead it leased) as the lease.
+
+    A lease whose lead's maximum runtime ends before its ttl is granted only the time to
+    that end (its expiry), so the worker times itself by what it really holds."""
+    ends = row["runtime_ends_at"]
+    if ends is not None and row["lease_expires_at"] == ends:
+        ttl_s = min(ttl_s, max(0.0, (ends - row["updated_at"]).total_seconds()))
     return Lease(
         lead=lead_of(row),
         token=row["lease_token"],

@@ -35,9 +35,11 @@ from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from leaseq.limits import (
     MAX_ATTEMPTS,
+    MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
     MAX_JSON_DEPTH,
     MAX_KEY_CHARS,
+    MAX_RUNTIME_S,
     SESSION_PATTERN,
     SESSION_SCOPE_PATTERN,
     TOKEN_NAME_PATTERN,
@@ -103,6 +105,13 @@ leads = Table(
     Column("scheduled", Boolean, nullable=False, server_default=text("false")),
     # What the holder's renewals last carried, handed to the next holder (revision 0005).
     Column("checkpoint", JSONB, nullable=True),
+    # Flow control (revision 0009): leases ended by a throttled release (not counted against
+    # max_attempts), the key of the per-key cap, the maximum runtime and where the current
+    # attempt's ends (no renewal past it).
+    Column("throttles", Integer, nullable=False, server_default=text("0")),
+    Column("concurrency_key", Text, nullable=True),
+    Column("max_runtime_s", Integer, nullable=True),
+    Column("runtime_ends_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -114,6 +123,12 @@ leads = Table(
     # completion retried with it is recognised (revision 0003); a queued lead has none.
     CheckConstraint(LEASE_STATE, name="leads_lease_state"),
     CheckConstraint("NOT scheduled OR status = 'queued'", name="leads_scheduled_queued"),
+    CheckConstraint("throttles >= 0 AND throttles <= attempts", name="leads_throttles_valid"),
+    CheckConstraint(
+        f"char_length(concurrency_key) BETWEEN 1 AND {MAX_CONCURRENCY_KEY_CHARS}",
+        name="leads_concurrency_key_valid",
+    ),
+    CheckConstraint(f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="leads_max_runtime_valid"),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),
@@ -141,6 +156,13 @@ leads = Table(
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
     Index("leads_session_status", "session", "status"),
+    # The leased leads of a session per key: what a keyed lease counts (revision 0009).
+    Index(
+        "leads_leased_keys",
+        "session",
+        "concurrency_key",
+        postgresql_where=text("status = 'leased' AND concurrency_key IS NOT NULL"),
+    ),
     # The pruner's index: terminal leads, oldest change first (revision 0002).
     Index(
         "leads_terminal_updated",
@@ -203,6 +225,10 @@ session_settings = Table(
     Column("tokens", Double, nullable=True),
     Column("refilled_at", DateTime(timezone=True), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    # No lease of the session begins before this instant (revision 0009): not a setting.
+    Column("paused_until", DateTime(timezone=True), nullable=True),
+    Column("max_leased_per_key", Integer, nullable=True),
+    Column("max_runtime_s", Integer, nullable=True),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="session_settings_session_valid"),
     CheckConstraint("weight > 0", name="session_settings_weight_positive"),
     CheckConstraint("max_leased >= 0", name="session_settings_max_leased_nonnegative"),
@@ -210,6 +236,10 @@ session_settings = Table(
     CheckConstraint(
         "burst IS NULL OR (burst >= 1 AND rate_per_s IS NOT NULL)",
         name="session_settings_burst_with_rate",
+    ),
+    CheckConstraint("max_leased_per_key >= 1", name="session_settings_max_leased_per_key_positive"),
+    CheckConstraint(
+        f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="session_settings_max_runtime_valid"
     ),
     PrimaryKeyConstraint("session", name="session_settings_pkey"),
 )

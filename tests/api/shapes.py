@@ -27,9 +27,20 @@ LEAD_KEYS = {
     "depth",
     "parent_id",
     "checkpoint",
+    "concurrency_key",
+    "max_runtime_s",
 }
 LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
-COUNT_KEYS = {"queued", "leased", "done", "failed", "cached", "pending", "oldest_available_age_s"}
+COUNT_KEYS = {
+    "queued",
+    "leased",
+    "done",
+    "failed",
+    "cached",
+    "pending",
+    "oldest_available_age_s",
+    "paused_until",
+}
 PROBLEM_KEYS = {"type", "title", "status", "detail", "code"}
 
 
@@ -72,16 +83,20 @@ def lease(data: Any, **expected: Any) -> dict[str, Any]:
 
 
 AGE = "oldest_available_age_s"
+PAUSED = "paused_until"
 
 
 def counts(data: Any, **expected: int) -> dict[str, Any]:
     """Counts by status (exactly ``expected``, else 0) and the age of the oldest available lead:
     a number of seconds when some lead is queued and available, else null."""
     assert isinstance(data, dict) and set(data) == COUNT_KEYS, data
-    assert all(isinstance(v, int) for k, v in data.items() if k != AGE)
+    assert all(isinstance(v, int) for k, v in data.items() if k not in (AGE, PAUSED))
     assert data["pending"] == data["queued"] + data["leased"]
-    want = {name: 0 for name in COUNT_KEYS - {"pending", AGE}} | expected
-    assert {k: v for k, v in data.items() if k not in ("pending", AGE)} == want, (data, want)
+    want = {name: 0 for name in COUNT_KEYS - {"pending", AGE, PAUSED}} | expected
+    counted = {k: v for k, v in data.items() if k not in ("pending", AGE, PAUSED)}
+    assert counted == want, (data, want)
+    if data[PAUSED] is not None:
+        timestamp(data[PAUSED])
     age = data[AGE]
     assert age is None or (isinstance(age, int | float) and age >= 0), data
     if not data["queued"]:
@@ -95,7 +110,9 @@ def problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.headers["content-type"].startswith("application/problem+json")
     body = response.json()
     assert isinstance(body, dict)
-    assert {"type", "title", "status", "code"} <= set(body) <= PROBLEM_KEYS | {"errors"}, body
+    assert (
+        {"type", "title", "status", "code"} <= set(body) <= PROBLEM_KEYS | {"errors", "reason"}
+    ), body
     assert body["status"] == status and body["code"] == code, body
     assert isinstance(body["type"], str) and isinstance(body["title"], str)
     if status == 503:

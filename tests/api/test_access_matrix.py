@@ -51,6 +51,8 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/leads/{lead_id}/retry"): None,
     ("GET", "/leads/{lead_id}/events"): None,
     ("POST", "/sessions/{session}/retry-failed"): None,
+    ("POST", "/sessions/{session}/pause"): lambda s, lead: {"for_s": 60},
+    ("POST", "/sessions/{session}/resume"): None,
     ("GET", "/healthz"): None,
     ("GET", "/readyz"): None,
     ("GET", "/metrics"): None,

@@ -35,6 +35,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 SESSION = "crawl"
 TOKEN = "dashboard-token"
 AGE = "oldest_available_age_s"  # a reading of the clock: the page's and /stats' differ
+NOT_COUNTS = (AGE, "paused_until")
 
 
 def push(http: httpx.Client, n: int) -> list[int]:
@@ -133,7 +134,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         page.wait_for_selector(f'#sessions tbody tr[data-session="{SESSION}"]', timeout=WAIT_MS)
 
         stats = http.get("/stats").json()
-        counts = {k: v for k, v in stats["sessions"][SESSION].items() if k != AGE}
+        counts = {k: v for k, v in stats["sessions"][SESSION].items() if k not in NOT_COUNTS}
         assert shown_counts(page, SESSION) == counts
         assert counts == {
             "queued": 2, "leased": 1, "done": 1, "failed": 1, "cached": 0, "pending": 3
@@ -180,7 +181,7 @@ def test_the_dashboard_follows_the_queue_and_operates_on_leads(
         )
         assert http.get(f"/leads/{failing['lead']['id']}").json()["status"] == "queued"
         now = http.get(f"/sessions/{SESSION}/stats").json()
-        wait_for_counts(page, SESSION, {k: v for k, v in now.items() if k != AGE})
+        wait_for_counts(page, SESSION, {k: v for k, v in now.items() if k not in NOT_COUNTS})
 
         # A session's settings show in its row: weight, leased against its cap, its rate.
         limits = {"weight": 3, "max_leased": 5, "rate_per_s": 2, "burst": 4}
@@ -360,6 +361,26 @@ def test_a_leads_page_its_ledger_the_session_search_and_retry_all_failed(
         assert http.get(f"/leads/{failing_id}").json()["status"] == "queued"
         events = http.get(f"/leads/{failing_id}/events").json()["events"]
         assert events[-1]["event"] == "retried"
+
+        # ... and pauses and resumes it (SPEC "Flow control": a button each).
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent === 'leasing'",
+            timeout=WAIT_MS,
+        )
+        page.click("#pause-session")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent"
+            " === 'paused until resumed'",
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/sessions/{SESSION}/settings").json()["paused_until"] is not None
+        assert http.post("/lease", json={"session": SESSION, "owner": "w"}).json()["leases"] == []
+        page.click("#resume-session")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent === 'leasing'",
+            timeout=WAIT_MS,
+        )
+        assert http.get(f"/sessions/{SESSION}/settings").json()["paused_until"] is None
 
         # Nothing hostile ran or became markup, and the page asked nobody but the service.
         assert dialogs == [] and page.evaluate("window.pwned") is None

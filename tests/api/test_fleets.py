@@ -19,7 +19,15 @@ from tests.support.in_process import listening, until, waiters
 from tests.support.scrapes import samples, value
 from tests.support.serving import Service
 
-SETTINGS = {"weight": 1.0, "max_leased": None, "rate_per_s": None, "burst": None}
+SETTINGS = {
+    "weight": 1.0,
+    "max_leased": None,
+    "rate_per_s": None,
+    "burst": None,
+    "max_leased_per_key": None,
+    "max_runtime_s": None,
+    "paused_until": None,
+}
 
 
 async def push(client: httpx.AsyncClient, session: str, n: int) -> list[int]:
@@ -64,8 +72,9 @@ async def test_settings_round_trip_and_bad_settings_change_nothing(
     client: httpx.AsyncClient,
 ) -> None:
     assert (await client.get("/sessions/t/settings")).json() == SETTINGS
-    full = {"weight": 2.5, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
-    assert (await client.put("/sessions/t/settings", json=full)).json() == full
+    sent = {"weight": 2.5, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
+    full = SETTINGS | sent
+    assert (await client.put("/sessions/t/settings", json=sent)).json() == full
     assert (await client.get("/sessions/t/settings")).json() == full
     for bad in (
         {"weight": 0},
@@ -197,8 +206,9 @@ def run_sql(database_url: str, statement: str) -> None:
 
 
 async def test_bad_settings_beyond_the_ranges_are_refused(client: httpx.AsyncClient) -> None:
-    full = {"weight": 2.0, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
-    assert (await client.put("/sessions/r/settings", json=full)).status_code == 200
+    sent = {"weight": 2.0, "max_leased": 7, "rate_per_s": 3.5, "burst": 9}
+    full = SETTINGS | sent
+    assert (await client.put("/sessions/r/settings", json=sent)).status_code == 200
     for bad in (
         {"weight": 1e-7},
         {"weight": 1e7},
@@ -211,7 +221,7 @@ async def test_bad_settings_beyond_the_ranges_are_refused(client: httpx.AsyncCli
         shapes.problem(refused, 422, "validation_error")
         assert (await client.get("/sessions/r/settings")).json() == full
     edges = {"weight": 1e-6, "max_leased": 0, "rate_per_s": 1e-6, "burst": 1_000_000}
-    assert (await client.put("/sessions/r/settings", json=edges)).json() == edges
+    assert (await client.put("/sessions/r/settings", json=edges)).json() == SETTINGS | edges
 
 
 @pytest.mark.parametrize("how", sorted(UNSERVABLE))

@@ -548,6 +548,8 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/leads/{lead_id}/retry",
         "/leads/{lead_id}/events",
         "/sessions/{session}/retry-failed",
+        "/sessions/{session}/pause",
+        "/sessions/{session}/resume",
         "/healthz",
         "/readyz",
         "/metrics",

@@ -57,6 +57,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lead_events": lambda: text("lead_events"),
     "retry_failed": lambda: text("retry_failed", ledger=True),
     "retry_failed, ledger off": lambda: text("retry_failed", ledger=False),
+    "pause": lambda: text("pause"),
+    "resume": lambda: text("resume"),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -68,6 +70,7 @@ LEAD_SCOPED = (
     "retry",
     "get",
     "valid_leases",
+    "runtime_ran_out",
 )
 # The idempotency keys of a push or lease: in the transaction of that request, so on its
 # session's shard (a key's request always names the same session).
@@ -96,6 +99,8 @@ PARAMETERS: dict[str, Any] = {
     "parent_ids": [None],
     "max_attempts": [5],
     "delays": [0.0],
+    "concurrency_keys": [None],
+    "max_runtimes": [None],
     "owner": "w",
     "max": 10,
     "tokens": ["t"],
@@ -108,6 +113,9 @@ PARAMETERS: dict[str, Any] = {
     "max_leased": 10,
     "rate_per_s": 5.0,
     "burst": 5,
+    "max_leased_per_key": None,
+    "max_runtime_s": None,
+    "for_s": 60.0,
     "lead_id": 1,
     "before": None,
 }
@@ -125,7 +133,17 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
-    cross = {"stats_all", "prune", "prune_keys", *MAINTENANCE, *OVERVIEW, *FLEET_VIEW, *BARRIER}
+    session_scoped |= {"pause", "resume"}
+    cross = {
+        "stats_all",
+        "paused_all",
+        "prune",
+        "prune_keys",
+        *MAINTENANCE,
+        *OVERVIEW,
+        *FLEET_VIEW,
+        *BARRIER,
+    }
     keys = set(WITH_THE_REQUEST)
     assert statement_names() == session_scoped | set(LEAD_SCOPED) | keys | cross | set(NO_TABLE)
     written = (ROOT / "docs" / "scaling.md").read_text()
@@ -244,9 +262,10 @@ async def test_a_session_scoped_statement_reads_one_partition(
 ) -> None:
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
     assert all(len(touched[table]) <= 1 for table in TABLES), touched
-    # It reads something, pruned to one partition (an INSERT is routed as it runs instead).
+    # It reads something, pruned to one partition (an INSERT is routed as it runs instead; a
+    # pause or resume touches the session's settings row alone).
     read = any(touched[table] for table in TABLES)
-    assert read or name.startswith(("push", "settings_put")), touched
+    assert read or name.startswith(("push", "settings_put", "pause", "resume")), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched
     # Its UPDATE names the session too, so the write is routed as well as the claim.

@@ -223,6 +223,9 @@ def test_sessions_set_and_show(service: Service) -> None:
         "max_leased": 10,
         "rate_per_s": 5.0,
         "burst": 20,
+        "max_leased_per_key": None,
+        "max_runtime_s": None,
+        "paused_until": None,
         "leased": 0,
         "oldest_available_age_s": one["oldest_available_age_s"],
     }

@@ -322,11 +322,39 @@ def test_0007_adds_the_push_function_and_nothing_else(
     assert _schema(sync_engine) == before
 
 
+def test_0009_adds_flow_control_to_a_queue_with_leads_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """Flow control's columns arrive on leads already there (no throttle, no key, no maximum
+    runtime), the constraints hold them to their ranges, and the downgrade takes them away."""
+    migrate.upgrade(empty_database_url, "0008")
+    before = _schema(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(text("INSERT INTO leads (session, payload) VALUES ('s', '{}')"))
+    migrate.upgrade(empty_database_url, "0009")
+    with sync_engine.begin() as conn:
+        row = conn.execute(
+            text("SELECT throttles, concurrency_key, max_runtime_s, runtime_ends_at FROM leads")
+        ).one()
+        assert tuple(row) == (0, None, None, None)
+    for bad in (
+        "UPDATE leads SET throttles = 1",  # more throttled leases than leases
+        "UPDATE leads SET concurrency_key = ''",
+        "UPDATE leads SET max_runtime_s = 86401",
+        "INSERT INTO session_settings (session, max_leased_per_key) VALUES ('s', 0)",
+        "INSERT INTO session_settings (session, max_runtime_s) VALUES ('s', 0)",
+    ):
+        with pytest.raises(IntegrityError), sync_engine.begin() as conn:
+            conn.execute(text(bad))
+    migrate.downgrade(empty_database_url, "0008")
+    assert _schema(sync_engine) == before
+
+
 def test_0010_adds_schedules_and_the_ended_trigger(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
     """Two tables, the trigger of ended leads and its function; the downgrade takes them away."""
-    migrate.upgrade(empty_database_url, "0008")
+    migrate.upgrade(empty_database_url, "0009")
     before = _schema(sync_engine)
     migrate.upgrade(empty_database_url, "0010")
     assert _tables(sync_engine) >= {"schedules", "lead_waits"}
@@ -335,7 +363,7 @@ def test_0010_adds_schedules_and_the_ended_trigger(
             text("SELECT tgname FROM pg_trigger WHERE tgrelid = 'leads'::regclass")
         ).scalars()
         assert "leads_ended" in set(triggers)
-    migrate.downgrade(empty_database_url, "0008")
+    migrate.downgrade(empty_database_url, "0009")
     assert _schema(sync_engine) == before
 
 

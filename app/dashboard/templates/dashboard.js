@@ -82,6 +82,11 @@
       : s.rate_per_s + "/s" + (s.burst === null ? "" : " ×" + s.burst), "rate"));
     tr.appendChild(spark(s.completed_per_minute));
     tr.appendChild(cell(s.wasted, s.wasted > 0 ? "wasted warn" : "wasted"));
+    const flow = [];
+    if (s.paused_until) flow.push("paused");
+    if (s.max_leased_per_key !== null && s.max_leased_per_key !== undefined) flow.push(s.max_leased_per_key + " per key");
+    if (s.max_runtime_s !== null && s.max_runtime_s !== undefined) flow.push("runtime " + age(s.max_runtime_s));
+    tr.appendChild(cell(flow.length ? flow.join(", ") : null, s.paused_until ? "flow warn" : "flow"));
     return tr;
   }
 
@@ -263,6 +268,12 @@
     $("retry-failed").hidden = !mayOperate;
     $("retry-failed").disabled = counts.failed === 0;
     $("retry-failed").textContent = "retry all failed (" + counts.failed + ")";
+    const paused = counts.paused_until;
+    $("session-paused").textContent = paused
+      ? "paused until " + (paused.startsWith("9999") ? "resumed" : new Date(paused).toLocaleString())
+      : "leasing";
+    $("pause-session").disabled = Boolean(paused);
+    $("resume-session").disabled = !paused;
   }
 
   // What the fragment asks for: {kind: "overview" | "lead" | "session", ...}.
@@ -372,6 +383,23 @@
     await refresh();
   }
 
+  // Pause or resume the session on view (the answer is its settings, paused_until in them).
+  async function pauseOrResume(action) {
+    const v = view();
+    if (v.kind !== "session") return;
+    const b = $(action + "-session");
+    b.disabled = true;
+    const response = await fetch("sessions/" + encodeURIComponent(v.name) + "/" + action,
+      { method: "POST", headers: headers() });
+    if (!response.ok) {
+      $("status").textContent = action + " of " + v.name + " refused: " + await problem(response);
+      $("status").className = "bad";
+      b.disabled = false;
+      return;
+    }
+    await refresh();
+  }
+
   async function operate(action, leadId, b) {
     b.disabled = true;
     const response = await fetch("leads/" + leadId + "/" + action, { method: "POST", headers: headers() });
@@ -407,6 +435,8 @@
     typing = setTimeout(() => { search = $("session-search").value.trim(); refresh(); }, 250);
   });
   $("retry-failed").addEventListener("click", retryFailed);
+  $("pause-session").addEventListener("click", () => pauseOrResume("pause"));
+  $("resume-session").addEventListener("click", () => pauseOrResume("resume"));
   window.addEventListener("hashchange", () => {
     $("retry-failed-result").textContent = "";
     refresh();

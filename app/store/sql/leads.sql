@@ -11,15 +11,17 @@
 -- order: an insert waits for a concurrent one of the same key, so two pushes
 -- taking shared keys in different orders would wait on each other (deadlock).
 --
--- parameters: session, delays, depths, keys, max_attempts, parent_ids, payloads, priorities, now
+-- parameters: session, concurrency_keys, delays, depths, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, now
 
 -- name: push (ledger=True)
 WITH input AS (
     SELECT * FROM unnest(
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
-        %(delays)s::float8[]
-    ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -27,10 +29,12 @@ numbered AS (
 ),
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
-                       available_at, scheduled, created_at, updated_at)
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           max_runtime_s
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -51,8 +55,10 @@ WITH input AS (
     SELECT * FROM unnest(
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
-        %(delays)s::float8[]
-    ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -60,10 +66,12 @@ numbered AS (
 ),
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
-                       available_at, scheduled, created_at, updated_at)
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           max_runtime_s
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -109,11 +117,12 @@ locked AS MATERIALIZED (
 ),
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), updated_at = coalesce(%(now)s::timestamptz, now()),
-        checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
-    RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
@@ -132,13 +141,27 @@ WITH req AS (
 ),
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), updated_at = coalesce(%(now)s::timestamptz, now()),
-        checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
 )
 SELECT * FROM renewed;
+
+-- ========================================================================================
+-- runtime_ran_out
+--
+-- Which of the given leases (lead id, token) ended at their maximum runtime, and are not
+-- yet swept: why their renewal was refused.
+--
+-- parameters: ids, tokens, now
+
+-- name: runtime_ran_out
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= coalesce(%(now)s::timestamptz, now());
 
 -- ========================================================================================
 -- complete_many
@@ -242,7 +265,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -273,7 +296,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item FROM completed;
 
 -- name: complete_many (ledger=False, lean=True, skip_locked=True)
 WITH input AS (
@@ -350,7 +373,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -377,7 +400,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, item FROM completed;
 
 -- ========================================================================================
 -- completed_already
@@ -400,7 +423,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
   AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
 
 -- name: completed_already (lean=False)
-SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, req.item
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
@@ -415,7 +438,12 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- instead (docs/contract.md#invariant-7), with an error that says why: the release's own
 -- ``error`` when given, after "released on attempt n of m".
 --
--- parameters: delay_s, error, lead_id, token, now
+-- ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
+-- attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
+-- session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
+-- all in this statement, so only a valid lease pauses its session.
+--
+-- parameters: delay_s, error, lead_id, token, throttle_s, now
 
 -- name: release (ledger=True)
 WITH req AS (
@@ -423,26 +451,34 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
                      THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts >= l.max_attempts THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
                             ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
-        scheduled = NOT (l.attempts >= l.max_attempts) AND %(delay_s)s::float8 > 0,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*
 ),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'released', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM released
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint,
-       CASE WHEN status = 'queued' AND NOT scheduled
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
 
@@ -452,22 +488,30 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
                      THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts >= l.max_attempts THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
                             ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
-        scheduled = NOT (l.attempts >= l.max_attempts) AND %(delay_s)s::float8 > 0,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*
+),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint,
-       CASE WHEN status = 'queued' AND NOT scheduled
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
 
@@ -492,8 +536,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
@@ -524,8 +568,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
@@ -556,8 +600,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
@@ -584,8 +628,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
@@ -621,7 +665,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'cancelled', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM cancelled
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM cancelled;
 
 -- name: cancel (ledger=False)
 WITH cancelled AS (
@@ -631,7 +675,7 @@ WITH cancelled AS (
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM cancelled;
 
 -- ========================================================================================
 -- retry
@@ -655,7 +699,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- name: retry (ledger=False)
@@ -666,7 +710,7 @@ WITH retried AS (
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- ========================================================================================
@@ -726,7 +770,7 @@ SELECT count(*) AS pruned FROM pruned;
 -- parameters: lead_id
 
 -- name: get
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint FROM leads WHERE id = %(lead_id)s;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s FROM leads WHERE id = %(lead_id)s;
 
 -- ========================================================================================
 -- retry_failed

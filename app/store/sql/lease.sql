@@ -26,21 +26,24 @@
 -- parameters: session, max, owner, tokens, ttl_s, now
 
 -- name: lease_next (ledger=True)
-WITH limited AS (
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL)
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -61,8 +64,10 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -73,26 +78,29 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
 -- name: lease_next (ledger=False)
-WITH limited AS (
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL)
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -113,15 +121,17 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -140,21 +150,24 @@ ORDER BY priority DESC, id;
 -- parameters: session, max, owners, tokens, ttls, now
 
 -- name: lease_group (ledger=True)
-WITH limited AS (
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL)
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -175,8 +188,10 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -187,26 +202,29 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
 -- name: lease_group (ledger=False)
-WITH limited AS (
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL)
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited)
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -227,15 +245,17 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, now())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -276,7 +296,7 @@ FROM promoted;
 -- parameters: ids, tokens, now
 
 -- name: valid_leases
-SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.lease_token
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
 ORDER BY l.priority DESC, l.id;
@@ -291,7 +311,7 @@ ORDER BY l.priority DESC, l.id;
 -- parameters: session
 
 -- name: lock_settings
-SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL) FOR UPDATE;
+SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL) FOR UPDATE;
 
 -- ========================================================================================
 -- lease_limited
@@ -310,11 +330,14 @@ SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT 
 -- parameters: session, max, owner, tokens, ttl_s, now
 
 -- name: lease_limited (ledger=True)
-WITH stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+),
+stored AS (
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
-    SELECT max_leased, rate_per_s,
+    SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
            greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
     FROM stored
@@ -331,6 +354,12 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
+keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
 room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
@@ -341,22 +370,34 @@ allowance AS (
         ::int AS n
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) 
+      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) 
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
 ),
@@ -371,8 +412,10 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -388,18 +431,21 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, statement_timestamp()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
 -- name: lease_limited (ledger=False)
-WITH stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+),
+stored AS (
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
-    SELECT max_leased, rate_per_s,
+    SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
            greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
     FROM stored
@@ -416,6 +462,12 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
+keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
 room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
@@ -426,22 +478,34 @@ allowance AS (
         ::int AS n
 ),
 ready AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) 
+      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) 
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
 ),
@@ -456,8 +520,10 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
         updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -469,7 +535,7 @@ spent AS (
     SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
     FROM bucket WHERE s.session = %(session)s
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, lease_token, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true

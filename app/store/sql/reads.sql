@@ -14,7 +14,8 @@ WITH counted AS (
     SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
     GROUP BY status HAVING sum(n) <> 0
 )
-SELECT counted.status, counted.n, CASE WHEN oldest.at IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s
+SELECT counted.status, counted.n, CASE WHEN oldest.at IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s,
+       (SELECT CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until FROM session_settings WHERE session = %(session)s)
 FROM (SELECT least(
         (SELECT min(available_at) FROM leads
          WHERE session = %(session)s AND status = 'queued' AND NOT scheduled),
@@ -32,6 +33,16 @@ FROM (SELECT least(
 -- name: stats_all
 SELECT session, status, sum(n)::bigint AS n FROM lead_counts
 GROUP BY session, status HAVING sum(n) <> 0;
+
+-- ========================================================================================
+-- paused_all
+--
+-- The sessions paused now, and until when.
+--
+-- parameters: now
+
+-- name: paused_all
+SELECT session, paused_until FROM session_settings WHERE paused_until > coalesce(%(now)s::timestamptz, now());
 
 -- ========================================================================================
 -- fold_counts

@@ -6,20 +6,20 @@
 --
 -- One session's settings; no row: the defaults.
 --
--- parameters: session
+-- parameters: session, now
 
 -- name: settings_get
-SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst FROM session_settings WHERE session = %(session)s;
+SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until FROM session_settings WHERE session = %(session)s;
 
 -- ========================================================================================
 -- settings_all
 --
 -- Every session's settings that an operator set (a small table: one row per such session).
 --
--- parameters: none
+-- parameters: now
 
 -- name: settings_all
-SELECT session, CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst FROM session_settings ORDER BY session;
+SELECT session, CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until FROM session_settings ORDER BY session;
 
 -- ========================================================================================
 -- settings_barrier
@@ -52,17 +52,49 @@ SELECT set_config('lock_timeout', %(timeout)s, true);
 -- Store a session's settings. A bucket that keeps a rate keeps its level (a change is no
 -- burst); a rate newly set starts with a full bucket; no rate, no bucket.
 --
--- parameters: session, burst, max_leased, rate_per_s, weight, now
+-- parameters: session, burst, max_leased, rate_per_s, weight, max_leased_per_key, max_runtime_s, now
 
 -- name: settings_put
-INSERT INTO session_settings AS s (session, weight, max_leased, rate_per_s, burst, updated_at)
-VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s, coalesce(%(now)s::timestamptz, now()))
+INSERT INTO session_settings AS s (session, weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s, updated_at)
+VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s,
+        %(max_leased_per_key)s, %(max_runtime_s)s, coalesce(%(now)s::timestamptz, now()))
 ON CONFLICT (session) DO UPDATE SET
     weight = excluded.weight, max_leased = excluded.max_leased,
     rate_per_s = excluded.rate_per_s, burst = excluded.burst,
+    max_leased_per_key = excluded.max_leased_per_key, max_runtime_s = excluded.max_runtime_s,
     tokens = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                   THEN s.tokens END,
     refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                        THEN s.refilled_at END,
     updated_at = coalesce(%(now)s::timestamptz, now())
-RETURNING CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst;
+RETURNING CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until;
+
+-- ========================================================================================
+-- pause
+--
+-- Pause a session until now + ``for_s`` (NULL: until resumed, shown as ``FOREVER``); its
+-- settings. A lease statement that begins after this commits reads the pause.
+--
+-- parameters: session, for_s, now
+
+-- name: pause
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s,
+        coalesce(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(for_s)s::float8), '9999-12-31 00:00:00+00'::timestamptz), coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (session) DO UPDATE SET paused_until = excluded.paused_until
+RETURNING CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until;
+
+-- ========================================================================================
+-- resume
+--
+-- End a session's pause; its settings (no row: it had none). Wakes its waiting leases.
+--
+-- parameters: session
+
+-- name: resume
+WITH resumed AS (
+    UPDATE session_settings SET paused_until = NULL WHERE session = %(session)s RETURNING *
+)
+SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, NULL::timestamptz AS paused_until,
+       pg_notify('leaseq_queued', session) AS notified
+FROM resumed;

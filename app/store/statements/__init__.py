@@ -40,6 +40,7 @@ from app.store.statements.leads import (
     renew_many,
     retry,
     retry_failed,
+    runtime_ran_out,
     sweep,
 )
 from app.store.statements.lease import (
@@ -68,6 +69,7 @@ from app.store.statements.reads import (
     lead_events,
     oldest_available,
     one_snapshot,
+    paused_all,
     schema_revision,
     stats,
     stats_all,
@@ -83,6 +85,8 @@ from app.store.statements.schedules import (
 )
 from app.store.statements.settings import (
     lock_timeout,
+    pause,
+    resume,
     settings_all,
     settings_barrier,
     settings_get,
@@ -151,6 +155,8 @@ __all__ = [
     "oldest_available",
     "one_snapshot",
     "owners",
+    "pause",
+    "paused_all",
     "per_minute",
     "promote",
     "prune",
@@ -160,8 +166,10 @@ __all__ = [
     "remember_answer",
     "remembered",
     "renew_many",
+    "resume",
     "retry",
     "retry_failed",
+    "runtime_ran_out",
     "schedule_delete",
     "schedule_fire",
     "schedule_get",

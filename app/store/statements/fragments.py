@@ -53,6 +53,8 @@ TERMINAL = in_list(FINAL_STATUSES)
 
 # A lead's columns: the fields of the client's ``Lead``, the one list of them.
 LEAD_COLUMNS = ", ".join(field.name for field in fields(Lead))
+# A lease statement's row: the lead, the lease's token, and where its maximum runtime ends.
+LEASE_COLUMNS = f"{LEAD_COLUMNS}, lease_token, runtime_ends_at"
 
 
 EVENT_COLUMNS = "lead_id, session, event, status, attempt, owner, at, expires_at"
@@ -113,7 +115,7 @@ def qualified(columns: str) -> str:
 # -- fleets: settings per session, limited leases, the scaling signal -----------------------
 
 # A session whose leases are held to a cap or a rate: leased under its settings' lock.
-LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
+LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)"
 
 
 # The limited lease's clock: the statement's start, after the lock was granted, so
@@ -121,7 +123,7 @@ LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL)"
 LOCKED_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
 
 
-SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst"
+SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s"
 
 
 # The longest span of time a statement works with, in seconds (about 31,700 years): any two
@@ -141,8 +143,17 @@ def within(column: str, low: float, high: float) -> str:
 SETTINGS = (
     f"{within('weight', MIN_WEIGHT, MAX_WEIGHT)} AS weight, max_leased, "
     f"{within('rate_per_s', MIN_RATE_PER_S, MAX_RATE_PER_S)} AS rate_per_s, "
-    f"{within('burst', MIN_BURST, MAX_BURST)} AS burst"
+    f"{within('burst', MIN_BURST, MAX_BURST)} AS burst, max_leased_per_key, max_runtime_s"
 )
+
+# -- flow control (docs/contract.md#flow-control) -------------------------------------------
+
+# A pause without an end: shown as this instant, far in the future.
+FOREVER = "'9999-12-31 00:00:00+00'::timestamptz"
+# When a session's pause ends, NULL when it is not paused now (settings and stats show it).
+PAUSED_UNTIL = f"CASE WHEN paused_until > {NOW} THEN paused_until END AS paused_until"
+# A lease on its lead's last attempt: the leases ended by a throttled release are not counted.
+LAST_ATTEMPT = "l.attempts - l.throttles >= l.max_attempts"
 
 
 def seconds_between(earlier: str, later: str) -> str:

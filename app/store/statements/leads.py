@@ -10,6 +10,7 @@ from datetime import datetime
 
 from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
+    LAST_ATTEMPT,
     LEAD_COLUMNS,
     LOCKED_ROWS,
     NOTIFY_CHANNEL,
@@ -29,8 +30,10 @@ WITH input AS (
     SELECT * FROM unnest(
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
-        %(delays)s::float8[]
-    ) WITH ORDINALITY AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, ord)
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+    ) WITH ORDINALITY
+        AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
+             max_runtime_s, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -38,10 +41,12 @@ numbered AS (
 ),
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
-                       available_at, scheduled, created_at, updated_at)
+                       available_at, scheduled, created_at, updated_at, concurrency_key,
+                       max_runtime_s)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}
+           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
+           max_runtime_s
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -59,10 +64,12 @@ FROM inserted ORDER BY id
 def push(
     *,
     session: str,
+    concurrency_keys: list[str | None],
     delays: list[float],
     depths: list[int],
     keys: list[str | None],
     max_attempts: list[int],
+    max_runtimes: list[int | None],
     parent_ids: list[int | None],
     payloads: list[str],
     priorities: list[int],
@@ -99,12 +106,18 @@ WITH req AS (
 ),{LOCKED_ROWS if skip_locked else ""}
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = {NOW} + make_interval(secs => req.ttl_s), updated_at = {NOW},
-        checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least({NOW} + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+        updated_at = {NOW}, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND {VALID_LEASE}{ONLY_LOCKED if skip_locked else ""}
-    RETURNING l.id, req.token, l.lease_expires_at, req.ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s
 ){answer}"""
+
+
+# The seconds a renewal granted: its ttl, or less where the maximum runtime ends first (a
+# lease never lasts past it, so a renewal after it finds the lease expired, lease_lost).
+_GRANTED = f"""CASE WHEN l.runtime_ends_at < {NOW} + make_interval(secs => req.ttl_s)
+         THEN extract(epoch FROM l.runtime_ends_at - {NOW})::float8 ELSE req.ttl_s END"""
 
 
 @statement(_renew_many, skip_locked=BOTH)
@@ -123,6 +136,20 @@ def renew_many(
     ``skip_locked`` (group commit): a lease whose row another transaction holds is left as it
     is and named in ``busy`` (``busy_answer``) instead of waited for.
     """
+
+
+def _runtime_ran_out() -> str:
+    return f"""
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= {NOW}
+"""
+
+
+@statement(_runtime_ran_out)
+def runtime_ran_out(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
+    """Which of the given leases (lead id, token) ended at their maximum runtime, and are not
+    yet swept: why their renewal was refused."""
 
 
 def _complete_many(ledger: bool, lean: bool, skip_locked: bool) -> str:
@@ -203,7 +230,7 @@ def completed_already(
 
 
 def _release(ledger: bool) -> str:
-    last = "l.attempts >= l.max_attempts"
+    last = f"{LAST_ATTEMPT} AND %(throttle_s)s::float8 IS NULL"
     return f"""
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
@@ -219,16 +246,28 @@ released AS (
         available_at = CASE WHEN {last} THEN l.available_at
                             ELSE {NOW} + make_interval(secs => %(delay_s)s::float8) END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = {NOW}
     FROM req
     WHERE l.id = req.lead_id AND {VALID_LEASE}
     RETURNING l.*
-){ledger_rows("released", "released", enabled=ledger)}
+),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
-       CASE WHEN status = 'queued' AND NOT scheduled
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END AS notified
 FROM released
 """
+
+
+# A throttled release pauses its lead's session (a row of its own if it had none).
+_THROTTLED = f"""
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, {NOW} + make_interval(secs => cooldown.s), {NOW}
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+)"""
 
 
 @statement(_release, ledger=BOTH)
@@ -238,6 +277,7 @@ def release(
     error: str | None,
     lead_id: int,
     token: str,
+    throttle_s: float | None = None,
     now: datetime | None,
     ledger: bool,
 ) -> None:
@@ -246,6 +286,11 @@ def release(
     On the last attempt (``attempts`` reached ``max_attempts``) the lead fails
     instead (docs/contract.md#invariant-7), with an error that says why: the release's own
     ``error`` when given, after "released on attempt n of m".
+
+    ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
+    attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
+    session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
+    all in this statement, so only a valid lease pauses its session.
     """
 
 
@@ -263,8 +308,8 @@ WITH expired AS (
 ),
 swept AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts >= l.max_attempts THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts >= l.max_attempts
+    SET status = CASE WHEN {LAST_ATTEMPT} THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN {LAST_ATTEMPT}
                      THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}

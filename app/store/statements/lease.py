@@ -12,6 +12,7 @@ from datetime import datetime
 from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
+    LEASE_COLUMNS,
     LIMITED,
     LOCKED_NOW,
     NOTIFY_CHANNEL,
@@ -84,7 +85,7 @@ def _limited_gate() -> str:
 
 def _gated_answer() -> str:
     """Each lead leased, or one row of NULLs; every row says whether the gate held."""
-    return f"""SELECT {LEAD_COLUMNS}, lease_token, gate.limited
+    return f"""SELECT {LEASE_COLUMNS}, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id"""
 
@@ -142,19 +143,32 @@ def _claim_and_lease(
     after: str,
     answer: str,
     holder: tuple[str, str] = _ONE_HOLDER,
+    picked: str | None = None,
 ) -> str:
     """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
     claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
     ``answer``. The leads are numbered in lease order (``n``, for the token, and the
     ``holder``: owner and ttl expressions). ``clock`` is the SQL for the instant the lease
-    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock)."""
+    is taken at (``NOW``, or ``LOCKED_NOW`` after a lock). ``picked``: how the leads are
+    chosen among the candidates (``_KEYED_PICK``); by default the best ``limit``.
+
+    A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
+    maximum runtime (``_RUNTIME_ENDS``), and its lease never lasts past it."""
     owner, ttl = holder
+    picked = (
+        picked
+        or f"""SELECT id, priority FROM {_CANDIDATES}
+    ORDER BY priority DESC, id
+    LIMIT {limit}"""
+    )
+    only_if = f"{only_if} {_NOT_PAUSED}"
+    ends = _RUNTIME_ENDS.format(clock=clock)
     ledger_cte = ledger_rows(
         "leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock
     )
     return f"""
-WITH {before}ready AS (
-    SELECT id, priority FROM leads
+WITH {_PAUSED.format(clock=clock)}{before}ready AS (
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
       AND available_at <= {clock} {only_if}
     ORDER BY priority DESC, id
@@ -162,16 +176,14 @@ WITH {before}ready AS (
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
-    SELECT id, priority FROM leads
+    SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND scheduled AND available_at <= {clock} {only_if}
     ORDER BY available_at
     LIMIT {DUE_PER_LEASE}
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
-    ORDER BY priority DESC, id
-    LIMIT {limit}
+    {picked}
 ),
 numbered AS (
     SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
@@ -184,8 +196,8 @@ promoted AS (
 leased AS (
     UPDATE leads AS l
     SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false,
-        lease_expires_at = {clock} + make_interval(secs => {ttl}),
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = {ends},
+        lease_expires_at = least({clock} + make_interval(secs => {ttl}), {ends}),
         updated_at = {clock}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -194,6 +206,47 @@ leased AS (
 ){after}{ledger_cte}
 {answer}
 """
+
+
+# -- flow control (docs/contract.md#flow-control): named fragments of the lease statements --
+
+# A session paused now (``paused_until``, on the statement's clock): its leases claim nothing.
+_PAUSED = """paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > {clock}
+),
+"""
+_NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
+# Where the maximum runtime of an attempt leased at ``clock`` ends: the lead's own, else its
+# session's default; NULL (no maximum) when neither is set.
+_RUNTIME_ENDS = """{clock} + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))"""
+# The candidates of a lease: its ready and due leads.
+_CANDIDATES = "(SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates"
+# A session with max_leased_per_key (``lease_limited``, under the session's lock): the leads
+# of each key leased now (index ``leads_leased_keys``: the leased leads, never the waiting).
+_KEYS_HELD = """keys_held AS (
+    SELECT concurrency_key, count(*) AS n FROM leads
+    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
+      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
+    GROUP BY concurrency_key
+),
+"""
+# Its claim passes over the leads of the keys at their cap (so they hold up no other key) ...
+_KEY_HAS_ROOM = """AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+        SELECT concurrency_key FROM keys_held
+        WHERE n >= (SELECT max_leased_per_key FROM settings)))"""
+# ... and takes, of each key, no more than the room left under the cap.
+_KEYED_PICK = f"""SELECT id, priority FROM (
+        SELECT candidates.*, row_number() OVER (
+            PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
+        FROM {_CANDIDATES}
+    ) AS ranked
+    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR nth + coalesce((SELECT n FROM keys_held AS k
+                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
+          <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY priority DESC, id
+    LIMIT {{limit}}"""
 
 
 def _promote() -> str:
@@ -229,7 +282,7 @@ def promote(*, limit: int, now: datetime | None) -> None:
 
 def _valid_leases() -> str:
     return f"""
-SELECT {qualified(LEAD_COLUMNS)}, l.lease_token
+SELECT {qualified(LEAD_COLUMNS)}, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND {VALID_LEASE}
 ORDER BY l.priority DESC, l.id
@@ -260,7 +313,7 @@ def _lease_limited(ledger: bool) -> str:
     SELECT {SETTINGS}, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
-    SELECT max_leased, rate_per_s,
+    SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
            greatest(0, {seconds_between("refilled_at", LOCKED_NOW)}) AS elapsed_s
     FROM stored
@@ -277,7 +330,7 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
-room AS (
+{_KEYS_HELD}room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
         WHERE session = %(session)s AND status = 'leased')::bigint AS n
@@ -287,15 +340,16 @@ allowance AS (
         ::int AS n
 ),
 """,
-        only_if="",
+        only_if=_KEY_HAS_ROOM,
         limit="(SELECT n FROM allowance)",
+        picked=_KEYED_PICK.format(limit="(SELECT n FROM allowance)"),
         after=f""",
 spent AS (
     UPDATE session_settings AS s
     SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = {LOCKED_NOW}
     FROM bucket WHERE s.session = %(session)s
 )""",
-        answer=f"""SELECT {LEAD_COLUMNS}, lease_token, gate.*
+        answer=f"""SELECT {LEASE_COLUMNS}, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true

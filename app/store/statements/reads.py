@@ -7,6 +7,8 @@ from datetime import datetime
 
 from app.store.statements._build import statement
 from app.store.statements.fragments import (
+    NOW,
+    PAUSED_UNTIL,
     age_of,
     oldest_available_at,
 )
@@ -18,7 +20,8 @@ WITH counted AS (
     SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
     GROUP BY status HAVING sum(n) <> 0
 )
-SELECT counted.status, counted.n, {age_of("oldest.at")} AS age_s
+SELECT counted.status, counted.n, {age_of("oldest.at")} AS age_s,
+       (SELECT {PAUSED_UNTIL} FROM session_settings WHERE session = %(session)s)
 FROM (SELECT {oldest_available_at("%(session)s")} AS at) AS oldest LEFT JOIN counted ON true
 """
 
@@ -40,6 +43,15 @@ GROUP BY session, status HAVING sum(n) <> 0
 def stats_all() -> None:
     """Lead counts by session and status (``lead_counts``: its cost follows the sessions, not
     the leads)."""
+
+
+def _paused_all() -> str:
+    return f"SELECT session, paused_until FROM session_settings WHERE paused_until > {NOW}"
+
+
+@statement(_paused_all)
+def paused_all(*, now: datetime | None) -> None:
+    """The sessions paused now, and until when."""
 
 
 def _fold_counts() -> str:

@@ -6,27 +6,30 @@ from datetime import datetime
 
 from app.store.statements._build import statement
 from app.store.statements.fragments import (
+    FOREVER,
+    NOTIFY_CHANNEL,
     NOW,
+    PAUSED_UNTIL,
     SETTINGS,
     SETTINGS_COLUMNS,
 )
 
 
 def _settings_get() -> str:
-    return f"SELECT {SETTINGS} FROM session_settings WHERE session = %(session)s"
+    return f"SELECT {SETTINGS}, {PAUSED_UNTIL} FROM session_settings WHERE session = %(session)s"
 
 
 @statement(_settings_get)
-def settings_get(*, session: str) -> None:
+def settings_get(*, session: str, now: datetime | None) -> None:
     """One session's settings; no row: the defaults."""
 
 
 def _settings_all() -> str:
-    return f"SELECT session, {SETTINGS} FROM session_settings ORDER BY session"
+    return f"SELECT session, {SETTINGS}, {PAUSED_UNTIL} FROM session_settings ORDER BY session"
 
 
 @statement(_settings_all)
-def settings_all() -> None:
+def settings_all(*, now: datetime | None) -> None:
     """Every session's settings that an operator set (a small table: one row per such session)."""
 
 
@@ -57,16 +60,18 @@ def lock_timeout(*, timeout: str) -> None:
 def _settings_put() -> str:
     return f"""
 INSERT INTO session_settings AS s (session, {SETTINGS_COLUMNS}, updated_at)
-VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s, {NOW})
+VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s,
+        %(max_leased_per_key)s, %(max_runtime_s)s, {NOW})
 ON CONFLICT (session) DO UPDATE SET
     weight = excluded.weight, max_leased = excluded.max_leased,
     rate_per_s = excluded.rate_per_s, burst = excluded.burst,
+    max_leased_per_key = excluded.max_leased_per_key, max_runtime_s = excluded.max_runtime_s,
     tokens = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                   THEN s.tokens END,
     refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                        THEN s.refilled_at END,
     updated_at = {NOW}
-RETURNING {SETTINGS}
+RETURNING {SETTINGS}, {PAUSED_UNTIL}
 """
 
 
@@ -78,7 +83,41 @@ def settings_put(
     max_leased: int | None,
     rate_per_s: float | None,
     weight: float,
+    max_leased_per_key: int | None,
+    max_runtime_s: int | None,
     now: datetime | None,
 ) -> None:
     """Store a session's settings. A bucket that keeps a rate keeps its level (a change is no
     burst); a rate newly set starts with a full bucket; no rate, no bucket."""
+
+
+def _pause() -> str:
+    return f"""
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s,
+        coalesce({NOW} + make_interval(secs => %(for_s)s::float8), {FOREVER}), {NOW})
+ON CONFLICT (session) DO UPDATE SET paused_until = excluded.paused_until
+RETURNING {SETTINGS}, {PAUSED_UNTIL}
+"""
+
+
+@statement(_pause)
+def pause(*, session: str, for_s: float | None, now: datetime | None) -> None:
+    """Pause a session until now + ``for_s`` (NULL: until resumed, shown as ``FOREVER``); its
+    settings. A lease statement that begins after this commits reads the pause."""
+
+
+def _resume() -> str:
+    return f"""
+WITH resumed AS (
+    UPDATE session_settings SET paused_until = NULL WHERE session = %(session)s RETURNING *
+)
+SELECT {SETTINGS}, NULL::timestamptz AS paused_until,
+       pg_notify('{NOTIFY_CHANNEL}', session) AS notified
+FROM resumed
+"""
+
+
+@statement(_resume)
+def resume(*, session: str) -> None:
+    """End a session's pause; its settings (no row: it had none). Wakes its waiting leases."""

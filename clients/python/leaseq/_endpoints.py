@@ -315,16 +315,26 @@ class Endpoints(Generic[_Transport]):
 
     @endpoint
     def release(
-        self, lead_id: int, token: str, delay_s: float = 0.0, *, error: str | None = None
+        self,
+        lead_id: int,
+        token: str,
+        delay_s: float = 0.0,
+        *,
+        error: str | None = None,
+        throttle_s: float | None = None,
     ) -> Exchange[Lead]:
         """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost.
 
         On the lead's last attempt it fails instead, with ``error`` (why) kept.
+        ``throttle_s``: a cooldown ("the upstream answered 429"): the whole session pauses
+        for that long, and this lease does not count against ``max_attempts``.
         A retry after a lost answer finds the lease gone: LeaseLost, nothing changed.
         """
         body: dict[str, Any] = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
         if error is not None:
             body["error"] = error
+        if throttle_s is not None:
+            body["throttle_s"] = throttle_s
         return parse_lead((yield Call("POST", "/release", body)).json()["lead"])
 
     # -- operators ---------------------------------------------------------
@@ -407,8 +417,22 @@ class Endpoints(Generic[_Transport]):
 
         Safe to retry: the same settings again store the same.
         """
-        call = Call("PUT", f"/sessions/{seg(session)}/settings", dataclasses.asdict(settings))
+        body = dataclasses.asdict(settings)
+        del body["paused_until"]  # not a setting (pause, resume)
+        call = Call("PUT", f"/sessions/{seg(session)}/settings", body)
         return parse_settings((yield call).json())
+
+    @endpoint
+    def pause(self, session: str, for_s: float | None = None) -> Exchange[SessionSettings]:
+        """Pause a session: no lease of it begins for ``for_s`` seconds (None: until resumed);
+        leases held go on. Returns its settings, with ``paused_until``. Safe to retry."""
+        body = {} if for_s is None else {"for_s": for_s}
+        return parse_settings((yield Call("POST", f"/sessions/{seg(session)}/pause", body)).json())
+
+    @endpoint
+    def resume(self, session: str) -> Exchange[SessionSettings]:
+        """End a session's pause (an operator's or a throttled release's). Safe to retry."""
+        return parse_settings((yield Call("POST", f"/sessions/{seg(session)}/resume")).json())
 
     @endpoint
     def put_schedule(

@@ -40,6 +40,7 @@ from leaseq.errors import (
     BY_CODE,
     ApiError,
     InvalidInput,
+    LeaseLost,
     LeaseqError,
     PayloadTooLarge,
     Unauthorized,
@@ -182,6 +183,9 @@ def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
     if cls is InvalidInput:
         field, sep, message = detail.partition(": ")
         exc = InvalidInput(field, message) if sep else InvalidInput("request", detail)
+    elif cls is LeaseLost:
+        reason = problem.get("reason")
+        exc = LeaseLost(detail, reason=reason if isinstance(reason, str) else None)
     elif cls is not None:
         exc = cls(detail)
     elif status == 401:
@@ -273,9 +277,11 @@ def parse_renewal(data: Mapping[str, Any]) -> Renewal:
 def parse_counts(data: Mapping[str, Any]) -> Counts:
     """Counts by status and the oldest available lead's age; ``pending`` is derived, not read."""
     age = data.get("oldest_available_age_s")
+    counts: dict[str, Any] = {name: int(data.get(name, 0)) for name in STATUSES}
     return Counts(
-        **{name: int(data.get(name, 0)) for name in STATUSES},
+        **counts,
         oldest_available_age_s=None if age is None else float(age),
+        paused_until=_maybe_time(data.get("paused_until")),
     )
 
 
@@ -286,6 +292,9 @@ def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
         max_leased=data.get("max_leased"),
         rate_per_s=_maybe_seconds(data.get("rate_per_s")),
         burst=data.get("burst"),
+        max_leased_per_key=data.get("max_leased_per_key"),
+        max_runtime_s=data.get("max_runtime_s"),
+        paused_until=_maybe_time(data.get("paused_until")),
     )
 
 
@@ -350,7 +359,7 @@ def new_lead_body(lead: NewLead | Mapping[str, Any]) -> dict[str, Any]:
         "depth": lead.depth,
         "delay_s": lead.delay_s,
     }
-    for name in ("key", "parent_id", "max_attempts"):
+    for name in ("key", "parent_id", "max_attempts", "concurrency_key", "max_runtime_s"):
         if (value := getattr(lead, name)) is not None:
             body[name] = value
     return body

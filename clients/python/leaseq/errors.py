@@ -29,6 +29,11 @@ class LeaseLost(LeaseqError):
 
     code = "lease_lost"
 
+    def __init__(self, detail: str | None = None, *, reason: str | None = None) -> None:
+        # Why, when the service knows more than "not valid": "max_runtime" (Flow control).
+        self.reason = reason
+        super().__init__(detail)
+
 
 class NotFound(LeaseqError):
     """No such lead."""

@@ -34,6 +34,12 @@ MAX_WAIT_S = 30.0  # the longest long poll of POST /lease
 MAX_DELAY_S = 366 * 24 * 3600.0  # a push's delay_s and a release's
 
 MAX_KEY_CHARS = 512
+# Flow control: a lead's concurrency_key, its maximum runtime (and a session's default), a
+# pause's for_s and a throttled release's throttle_s, each from 1 to its highest.
+MAX_CONCURRENCY_KEY_CHARS = 128
+MAX_RUNTIME_S = 86_400
+MAX_PAUSE_S = 366 * 24 * 3600.0
+MAX_THROTTLE_S = 3600.0
 MAX_OWNER_CHARS = 200
 MAX_TOKEN_CHARS = 200
 MAX_ERROR_CHARS = 65_536  # a completion's error; the worker truncates to it

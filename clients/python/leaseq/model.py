@@ -31,6 +31,10 @@ class NewLead:
     parent_id: int | None = None
     max_attempts: int | None = None
     delay_s: float = 0.0
+    # Flow control: at most the session's max_leased_per_key leads of one key leased at once;
+    # no renewal past max_runtime_s after a lease (None: the session's default).
+    concurrency_key: str | None = None
+    max_runtime_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,8 @@ class Lead:
     depth: int
     parent_id: int | None
     checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
+    concurrency_key: str | None = None
+    max_runtime_s: int | None = None  # its own; None: the session's default, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,8 @@ class Counts:
     failed: int = 0
     cached: int = 0
     oldest_available_age_s: float | None = field(default=None, compare=False)
+    # No lease of the session begins before this instant (database clock); None: not paused.
+    paused_until: datetime | None = field(default=None, compare=False)
 
     @property
     def pending(self) -> int:
@@ -193,18 +201,31 @@ class SessionSettings:
     ``max_leased``: at most this many of its leads leased at once (0 holds it
     back entirely); ``rate_per_s`` with ``burst``: a token bucket on the
     leases it is granted (``burst`` None: one second's worth, at least 1).
+    ``max_leased_per_key``: at most this many leads of one ``concurrency_key``
+    leased at once; ``max_runtime_s``: the default maximum runtime of its leads.
     None is no limit. Each has its range in ``leaseq.limits``.
+
+    ``paused_until`` is not a setting but shown with them: no lease of the
+    session begins before it (database clock); set by a pause or a throttled
+    release, never by a change of settings.
     """
 
     weight: float = 1.0
     max_leased: int | None = None
     rate_per_s: float | None = None
     burst: int | None = None
+    max_leased_per_key: int | None = None
+    max_runtime_s: int | None = None
+    paused_until: datetime | None = field(default=None, compare=False)
 
     @property
     def limited(self) -> bool:
-        """A cap or a rate: its leases take turns on the session's settings row."""
-        return self.max_leased is not None or self.rate_per_s is not None
+        """A cap, a rate or a cap per key: its leases take turns on the session's settings row."""
+        return (
+            self.max_leased is not None
+            or self.rate_per_s is not None
+            or self.max_leased_per_key is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

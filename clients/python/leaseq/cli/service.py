@@ -84,6 +84,16 @@ class Service:
         stored: SessionSettings = self._run(lambda client: client.put_settings(session, settings))
         return stored
 
+    def pause(self, session: str, for_s: float | None) -> SessionSettings:
+        check_session(session)
+        stored: SessionSettings = self._run(lambda client: client.pause(session, for_s))
+        return stored
+
+    def resume(self, session: str) -> SessionSettings:
+        check_session(session)
+        stored: SessionSettings = self._run(lambda client: client.resume(session))
+        return stored
+
     def dashboard(self) -> dict[str, Any]:
         """What the dashboard shows: ``GET /dashboard/data``."""
         data: dict[str, Any] = self._run(lambda client: client.dashboard())

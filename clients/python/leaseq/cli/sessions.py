@@ -3,7 +3,8 @@
 ``set`` changes only the settings it is given (it reads the others first) and
 ``none`` lifts a limit; ``show NAME`` shows one session's settings beside what
 it holds, ``show`` every session the dashboard lists. ``retry-failed NAME``
-queues every failed lead of a session again.
+queues every failed lead of a session again. ``pause NAME [--for 10m]`` holds back
+every lease of a session that begins after it answers; ``resume NAME`` ends it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from leaseq.cli.root import ServiceUrl, Token, app
 from leaseq.cli.service import Service, check_session
 from leaseq.cli.verbs import age_text
 from leaseq.model import Counts, SessionSettings
+from leaseq.timefmt import parse_duration, rfc3339
 
 sessions = typer.Typer(
     help="A session's weight in a shared pool of workers, its cap and its rate.",
@@ -65,6 +67,8 @@ def changed(
     max_leased: str | None,
     rate: str | None,
     burst: str | None,
+    max_per_key: str | None = None,
+    max_runtime: str | None = None,
 ) -> SessionSettings:
     """``current`` with the flags given applied (a rate lifted takes its burst along).
 
@@ -81,7 +85,24 @@ def changed(
             update["burst"] = None
     if burst is not None:
         update["burst"] = _count("--burst", burst)
+    if max_per_key is not None:
+        update["max_leased_per_key"] = _count("--max-per-key", max_per_key)
+    if max_runtime is not None:
+        update["max_runtime_s"] = _runtime(max_runtime)
     return dataclasses.replace(current, **update)
+
+
+def _runtime(text: str) -> int | None:
+    """A maximum runtime in whole seconds (``90s``, ``30m``, ``2h``), or ``none``."""
+    if text.strip().lower() == NONE:
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise ValueError(f"--max-runtime {text!r}: a duration such as 30m, or none") from None
+    if not seconds.is_integer():
+        raise ValueError(f"--max-runtime {text!r}: whole seconds")
+    return int(seconds)
 
 
 def describe(settings: SessionSettings) -> str:
@@ -92,7 +113,14 @@ def describe(settings: SessionSettings) -> str:
     else:
         burst = "1 s worth" if settings.burst is None else settings.burst
         rate = f"rate {settings.rate_per_s:g}/s (burst {burst})"
-    return f"weight {settings.weight:g}, {cap}, {rate}"
+    line = f"weight {settings.weight:g}, {cap}, {rate}"
+    if settings.max_leased_per_key is not None:
+        line += f", max {settings.max_leased_per_key} per key"
+    if settings.max_runtime_s is not None:
+        line += f", max runtime {settings.max_runtime_s} s"
+    if settings.paused_until is not None:
+        line += f", paused until {rfc3339(settings.paused_until)}"
+    return line
 
 
 @sessions.command(
@@ -120,6 +148,18 @@ def set_settings(
         metavar="N|none",
         help="Leases granted at once after a quiet time (default: one second's worth).",
     ),
+    max_per_key: str | None = typer.Option(
+        None,
+        "--max-per-key",
+        metavar="N|none",
+        help="At most N leads of one concurrency_key leased at once.",
+    ),
+    max_runtime: str | None = typer.Option(
+        None,
+        "--max-runtime",
+        metavar="30m|none",
+        help="The default maximum runtime of its leads: no renewal past it.",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
@@ -129,7 +169,15 @@ def set_settings(
         check_session(name)
         current = service.settings(name)
         try:
-            wanted = changed(current, weight=weight, max_leased=max_leased, rate=rate, burst=burst)
+            wanted = changed(
+                current,
+                weight=weight,
+                max_leased=max_leased,
+                rate=rate,
+                burst=burst,
+                max_per_key=max_per_key,
+                max_runtime=max_runtime,
+            )
         except ValueError as exc:
             fail(str(exc), EXIT_USAGE)
         stored = service.put_settings(name, wanted)
@@ -184,9 +232,11 @@ def show(
 
 
 def _row(name: str, settings: SessionSettings, counts: Counts) -> dict[str, Any]:
+    paused = settings.paused_until
     return {
         "session": name,
         **dataclasses.asdict(settings),
+        "paused_until": None if paused is None else rfc3339(paused),
         "leased": counts.leased,
         "oldest_available_age_s": counts.oldest_available_age_s,
     }
@@ -213,3 +263,42 @@ def retry_failed(
     with one_line_errors():
         requeued = Service(url, token).retry_failed(name)
     say(f"{name}: {plural(requeued, 'failed lead')} queued again")
+
+
+@sessions.command(
+    "pause",
+    epilog=(
+        "Until resumed:  leaseq sessions pause crawl\n\n"
+        "For ten minutes:  leaseq sessions pause crawl --for 10m"
+    ),
+)
+def pause(
+    name: str = typer.Argument(..., metavar="SESSION"),
+    for_: str | None = typer.Option(
+        None, "--for", metavar="10m", help="End the pause by itself after this long."
+    ),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """Lease none of a session's leads (the leases held go on) until resumed or --for ends."""
+    with one_line_errors():
+        check_session(name)
+        try:
+            for_s = None if for_ is None else parse_duration(for_)
+        except ValueError as exc:
+            fail(f"--for: {exc}", EXIT_USAGE)
+        stored = Service(url, token).pause(name, for_s)
+    say(f"{name}: {describe(stored)}")
+
+
+@sessions.command("resume", epilog="Lease again:  leaseq sessions resume crawl")
+def resume(
+    name: str = typer.Argument(..., metavar="SESSION"),
+    url: str = ServiceUrl,
+    token: str | None = Token,
+) -> None:
+    """End a session's pause (an operator's, or a worker's throttle)."""
+    with one_line_errors():
+        check_session(name)
+        stored = Service(url, token).resume(name)
+    say(f"{name}: {describe(stored)}")

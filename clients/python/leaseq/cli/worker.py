@@ -6,12 +6,24 @@ import typer
 
 from leaseq.cli.output import EXIT_USAGE, err, fail, one_line_errors
 from leaseq.cli.root import ServiceUrl, Token, app
-from leaseq.limits import MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
+from leaseq.limits import MAX_THROTTLE_S, MAX_TTL_S, MAX_WAIT_S, MIN_TTL_S
+from leaseq.timefmt import parse_duration
 from leaseq.worker import runner
 from leaseq.worker.job import HandlerUnusable
 from leaseq.worker.metrics import MetricsUnavailable
 
 DEFAULTS = runner.Options(url="")
+
+
+def _throttle_for(text: str) -> float:
+    """``--throttle-for``: a duration from 1 s to 1 h; a one-line usage error otherwise."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        fail(f"--throttle-for: {exc}", EXIT_USAGE)
+    if not 1 <= seconds <= MAX_THROTTLE_S:
+        fail(f"--throttle-for {text!r}: from 1s to 1h", EXIT_USAGE)
+    return seconds
 
 
 @app.command(
@@ -26,7 +38,9 @@ DEFAULTS = runner.Options(url="")
         "The program sees LEASEQ_LEAD_ID, LEASEQ_ATTEMPT, LEASEQ_SESSION and "
         "LEASEQ_CHECKPOINT_FILE (the lead's checkpoint as JSON when it has one; write yours "
         "there and the next heartbeat stores it), and no other LEASEQ_* variable (the "
-        "token stays with the worker). Exit 0: done; non-zero: "
+        "token stays with the worker). Exit 0: done; the code of --throttle-exit: throttled "
+        "(its session pauses for --throttle-for, no attempt used: "
+        "--throttle-exit 75 --throttle-for 60s); other non-zero: "
         "retried later while attempts remain, else failed. A lease lost or not renewed in "
         "time, or --max-runtime, kills the program's whole process tree (SIGTERM, then SIGKILL "
         "--kill-grace later) before the lease can end; so does the worker's own death, "
@@ -110,6 +124,21 @@ def worker(
         help="Keep waiting when the queue is empty, and keep trying an unreachable service.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Log lines only, no progress line."),
+    throttle_exit: int | None = typer.Option(
+        None,
+        "--throttle-exit",
+        metavar="CODE",
+        min=1,
+        max=255,
+        help="The command's exit code that means throttled (the upstream said 429): the lead "
+        "goes back without using up an attempt and its session pauses for --throttle-for.",
+    ),
+    throttle_for: str = typer.Option(
+        "60s",
+        "--throttle-for",
+        metavar="60s",
+        help="How long a throttle pauses the session (1s to 1h).",
+    ),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", metavar="PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT."
     ),
@@ -135,6 +164,8 @@ def worker(
         give_up_s=give_up,
         forever=forever,
         quiet=quiet,
+        throttle_exit=throttle_exit,
+        throttle_s=_throttle_for(throttle_for),
     )
     try:
         work = runner.build(options)

@@ -21,6 +21,7 @@ from leaseq.worker.job import (
     HandlerUnusable,
     Job,
     StopReason,
+    Throttled,
 )
 from leaseq.worker.loop import Worker, run_worker
 from leaseq.worker.stats import WorkerStats
@@ -36,6 +37,7 @@ __all__ = [
     "HandlerUnusable",
     "Job",
     "StopReason",
+    "Throttled",
     "Worker",
     "WorkerStats",
     "default_retry_delay",

@@ -32,7 +32,7 @@ from typing import Any
 
 from leaseq.model import JSON
 from leaseq.worker import guard
-from leaseq.worker.job import HandlerUnusable, Job, StopReason
+from leaseq.worker.job import HandlerUnusable, Job, StopReason, Throttled
 
 log = logging.getLogger("leaseq.worker")
 
@@ -286,11 +286,17 @@ class Command:
         *,
         kill_grace_s: float | None = None,
         env: Mapping[str, str] | None = None,
+        throttle_exit: int | None = None,
+        throttle_s: float = 60.0,
     ) -> None:
         if not argv:
             raise ValueError("a command is needed")
         self.argv = list(argv)
         self.kill_grace_s = kill_grace_s
+        # The exit code by which the command says "throttled" (a 429 upstream), and for how
+        # long its session then pauses: the lead goes back without using up an attempt.
+        self.throttle_exit = throttle_exit
+        self.throttle_s = throttle_s
         self.env = dict(os.environ if env is None else env)
         self._idle: list[GuardProcess] = []  # guards between leads
 
@@ -355,6 +361,8 @@ class Command:
         if "cannot_start" in started:
             raise CommandNotStartable(f"cannot start {started['cannot_start']}")
         text = stderr.decode(errors="replace")
+        if status is not None and status == self.throttle_exit:
+            raise Throttled(self.throttle_s)
         if status is not None and status != 0:
             how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
             tail = text.strip()[-STDERR_TAIL_CHARS:]

@@ -30,7 +30,7 @@ from typing import Any
 from leaseq.model import JSON
 from leaseq.worker.core import WorkerCore
 from leaseq.worker.held import Held
-from leaseq.worker.job import Cached, HandlerUnusable, Job, StopReason
+from leaseq.worker.job import Cached, HandlerUnusable, Job, StopReason, Throttled
 
 log = logging.getLogger("leaseq.worker")
 
@@ -45,6 +45,7 @@ class Outcome(StrEnum):
     SHUTDOWN = "shutdown"  # release for another worker
     ABANDONED = "abandoned"  # the handler would not stop: send nothing, let the lease expire
     UNUSABLE = "unusable"  # the handler can run nothing: release, and stop the worker
+    THROTTLED = "throttled"  # release with throttle_s: the session pauses, no attempt used
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class Ended:
     outcome: Outcome
     result: JSON = None
     error: str | None = None
+    throttle_s: float | None = None
 
 
 def describe(exc: BaseException) -> str:
@@ -140,6 +142,8 @@ class Execution(WorkerCore):
                 exc = work.exception()
                 if isinstance(exc, HandlerUnusable):
                     return Ended(Outcome.UNUSABLE, error=str(exc))
+                if isinstance(exc, Throttled):
+                    return Ended(Outcome.THROTTLED, error=str(exc), throttle_s=exc.retry_after)
                 if exc is None:
                     value = work.result()
                     if isinstance(value, Cached):

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
+from leaseq.limits import MAX_THROTTLE_S
 from leaseq.model import JSON, Lead, Lease
 
 
@@ -43,6 +44,19 @@ class Cached:
     """Return ``Cached(result)`` from a handler to finish the lead as ``cached``."""
 
     result: JSON = None
+
+
+class Throttled(Exception):
+    """Raise ``Throttled(retry_after=60)`` (or call ``job.throttle(60)``) when the upstream
+    says "slow down" (a 429): the lead goes back without using up an attempt, and its whole
+    session pauses for ``retry_after`` seconds, for every worker (docs/worker.md).
+
+    ``retry_after`` is held to the service's range, 1 to 3600 seconds.
+    """
+
+    def __init__(self, retry_after: float = 60.0) -> None:
+        self.retry_after = min(max(float(retry_after), 1.0), MAX_THROTTLE_S)
+        super().__init__(f"throttled: pause the session for {self.retry_after:g}s")
 
 
 class HandlerCancelled(Exception):
@@ -147,6 +161,10 @@ class Job:
         """Say where the work got to (any JSON but None); the next heartbeat stores it on the
         lead, for whoever holds it next. Raises ValueError when it is not JSON."""
         self.checkpoints.set(value)
+
+    def throttle(self, retry_after: float = 60.0) -> NoReturn:
+        """End this attempt as a throttle: raises ``Throttled(retry_after)``."""
+        raise Throttled(retry_after)
 
     @property
     def saved_checkpoint(self) -> JSON:

@@ -14,8 +14,8 @@ from typing import Literal
 
 from leaseq.model import FINAL_STATUSES, FinalStatus
 
-ReleaseReason = Literal["retry", "shutdown"]
-RELEASE_REASONS: tuple[ReleaseReason, ...] = ("retry", "shutdown")
+ReleaseReason = Literal["retry", "shutdown", "throttle"]
+RELEASE_REASONS: tuple[ReleaseReason, ...] = ("retry", "shutdown", "throttle")
 HANDLER_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
 

@@ -75,6 +75,8 @@ class Options:
     give_up_s: float = DEFAULT_GIVE_UP_S
     forever: bool = False
     quiet: bool = False
+    throttle_exit: int | None = None  # a command's exit code that means "throttled"
+    throttle_s: float = 60.0  # how long its session then pauses
 
     @property
     def scope(self) -> str | tuple[str, ...] | None:
@@ -92,11 +94,15 @@ def handler_of(options: Options) -> Handler:
     """The program or the callable to run per lead. Raises ValueError."""
     if bool(options.command) == (options.handler is not None):
         raise ValueError("give a command after -- or --handler MODULE:FUNCTION (one of them)")
+    if options.throttle_exit is not None and options.handler is not None:
+        raise ValueError("--throttle-exit is for a command: a handler raises Throttled")
     if options.handler is None:
         program = options.command[0]
         if shutil.which(program) is None:
             raise ValueError(f"cannot run {program}: not found, or not executable")
-        return Command(options.command)
+        return Command(
+            options.command, throttle_exit=options.throttle_exit, throttle_s=options.throttle_s
+        )
     try:
         return load_handler(options.handler)
     except (ImportError, AttributeError, ValueError) as exc:

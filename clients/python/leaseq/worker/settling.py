@@ -4,6 +4,8 @@ or abandoned lease.
 - it returned a value → ``complete(done, value)``; ``Cached(value)`` → ``cached``;
 - it raised, or ran past ``max_runtime_s`` → ``release`` with a backoff delay
   while attempts remain (``attempt < max_attempts``), else ``complete(failed)``;
+- it raised ``Throttled`` (or a command exited with the throttle exit code) →
+  ``release`` with ``throttle_s``: its session pauses, the attempt is not used up;
 - it raised ``HandlerUnusable`` (its program cannot start) → ``release``, and
   the worker stops leasing and ends with that error;
 - it did not stop within its kill grace when told to → nothing is sent: the
@@ -66,6 +68,9 @@ class Settling(WorkerCore):
         if ended.outcome is Outcome.UNUSABLE:
             await self._unusable(held, ended.error or "the handler cannot run")
             return
+        if ended.outcome is Outcome.THROTTLED:
+            await self._throttle(held, ended.throttle_s or 1.0)
+            return
         if ended.outcome is Outcome.SHUTDOWN:
             await self._carry_checkpoint(held)
             release = lambda: self.client.release(  # noqa: E731
@@ -92,6 +97,18 @@ class Settling(WorkerCore):
                         self._finished(status)
                     return
         await self._fail(held, _error_text(ended.error or "failed"))
+
+    async def _throttle(self, held: Held, throttle_s: float) -> None:
+        """Give the lead back as a throttle: its session pauses for ``throttle_s``."""
+        lease = held.lease
+        log.warning("lead %d: throttled, its session pauses for %gs", lease.lead.id, throttle_s)
+        await self._carry_checkpoint(held)
+        release = lambda: self.client.release(  # noqa: E731
+            lease.lead.id, lease.token, 0.0, error="throttled", throttle_s=throttle_s
+        )
+        if await self._send(held, release):
+            self.stats.released += 1
+            self.metrics.released("throttle")
 
     async def _unusable(self, held: Held, error: str) -> None:
         """Give the lead back and stop the worker: every lead would fail the same way."""
