@@ -68,7 +68,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def parse(raw: bytes) -> Any:
-    """The body's JSON value (None for an empty body), or RequestValidationError."""
+    """The body's JSON value (None for an empty body; a body of JSON null is refused), or
+    RequestValidationError."""
     if not raw:
         return None
     try:
@@ -92,6 +93,8 @@ def parse(raw: bytes) -> Any:
         raise _refused("json_number", ["body"], detail) from None
     except ValueError as exc:  # an integer of more digits than Python converts
         raise _refused("json_number", ["body"], str(exc)) from None
+    if value is None:  # null is a body, never "no body": an optional one would run as absent
+        raise _refused("json_null", ["body"], "the body must be a JSON object, not null")
     if "\\u" in text:
         where = _lone_surrogate(value)
         if where is not None:

@@ -7,11 +7,11 @@ Pure functions: no database, no HTTP.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Collection
 from typing import Any
 
+from leaseq import checks
 from leaseq.errors import InvalidInput
 from leaseq.limits import (
     INT32_MAX,
@@ -20,7 +20,6 @@ from leaseq.limits import (
     MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
-    MAX_JSON_DEPTH,
     MAX_LEASE_BATCH,
     MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
@@ -49,9 +48,9 @@ def session(value: Any) -> str:
 
 
 def integer(field: str, value: Any, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(field, f"must be an integer from {low} to {high}")
-    return value
+    if (fault := checks.integer_fault(value, low=low, high=high)) is not None:
+        raise InvalidInput(field, fault)
+    return int(value)
 
 
 def number(
@@ -63,12 +62,9 @@ def number(
     low_inclusive: bool = True,
     what: str = "a number",
 ) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok:
-        ok = (value >= low if low_inclusive else value > low) and value <= high
-    if not ok:
-        bound = "≥" if low_inclusive else ">"
-        raise InvalidInput(field, f"must be {what} {bound} {low:g} and ≤ {high:g}")
+    fault = checks.number_fault(value, low=low, high=high, low_inclusive=low_inclusive, what=what)
+    if fault is not None:
+        raise InvalidInput(field, fault)
     return float(value)
 
 
@@ -121,25 +117,12 @@ def lead_id(value: Any, field: str = "lead_id") -> int:
     return integer(field, value, low=1, high=INT64_MAX)
 
 
-# A surrogate code point in a Python str is always unpaired (a JSON parser joins a pair into
-# one character): UTF-8, and so PostgreSQL, cannot hold it.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _storable(value: str) -> bool:
-    """Text PostgreSQL can store: no NUL character, no lone surrogate."""
-    return "\x00" not in value and (value.isascii() or _SURROGATE.search(value) is None)
-
-
 def text(field: str, value: Any, *, max_chars: int, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars or not _storable(value):
-        raise InvalidInput(
-            field,
-            f"must be a string of 1 to {max_chars} characters without NUL or lone surrogates",
-        )
-    return value
+    if (fault := checks.text_fault(value, max_chars=max_chars)) is not None:
+        raise InvalidInput(field, fault)
+    return str(value)
 
 
 def owner(value: Any) -> str:
@@ -161,34 +144,10 @@ def final_status(value: Any) -> str:
 
 
 def json_shape(field: str, value: Any) -> None:
-    """Refuse what jsonb or the answer built from it could not hold, before anything is written.
-
-    Nesting deeper than MAX_JSON_DEPTH (answers are serialised recursively), a
-    NUL character or a lone surrogate in any string or key (jsonb refuses
-    both), a key that is not a string. Iterative, so any depth is refused
-    without recursion.
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, str):
-            if not _storable(node):
-                raise InvalidInput(field, "must not contain NUL characters or lone surrogates")
-            continue
-        if not isinstance(node, dict | list):
-            continue
-        if level > MAX_JSON_DEPTH:
-            raise InvalidInput(
-                field, f"must not nest arrays and objects deeper than {MAX_JSON_DEPTH}"
-            )
-        if isinstance(node, dict):
-            for key, item in node.items():
-                if not isinstance(key, str):
-                    raise InvalidInput(field, "must have strings as object keys")
-                stack.append((key, level))
-                stack.append((item, level + 1))
-        else:
-            stack.extend((item, level + 1) for item in node)
+    """Refuse what jsonb or the answer built from it could not hold, before anything is
+    written (``leaseq.checks.json_fault``: depth, NUL, lone surrogates, non-string keys)."""
+    if (fault := checks.json_fault(value)) is not None:
+        raise InvalidInput(field, fault)
 
 
 def json_text(field: str, value: Any, *, max_bytes: int | None = None) -> str:

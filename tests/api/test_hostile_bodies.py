@@ -58,15 +58,21 @@ def body_routes() -> list[tuple[str, str]]:
 
 
 def state(db_url: str) -> list[Any]:
-    """Every lead's changing columns, and the ledger's length."""
+    """Every lead's changing columns, the ledger's length, the settings (a pause
+    included), the schedules and the tokens."""
     with psycopg.connect(libpq_url(db_url), autocommit=True) as conn:
         leads = conn.execute(
             "SELECT id, status, owner, lease_token, attempts, payload, result, checkpoint "
             "FROM leads ORDER BY id"
         ).fetchall()
         events = conn.execute("SELECT count(*) FROM lead_events").fetchone()
-        settings = conn.execute("SELECT count(*) FROM session_settings").fetchone()
-    return [leads, events, settings]
+        settings = conn.execute(
+            "SELECT session, paused_until, weight, max_leased FROM session_settings"
+            " ORDER BY session"
+        ).fetchall()
+        schedules = conn.execute("SELECT count(*) FROM schedules").fetchone()
+        tokens = conn.execute("SELECT count(*) FROM api_tokens").fetchone()
+    return [leads, events, settings, schedules, tokens]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +94,8 @@ def test_every_hostile_body_is_refused_and_changes_nothing(
     route: tuple[str, str], service: Service, db_url: str, held: dict[str, Any]
 ) -> None:
     method, template = route
-    path = template.format(session=held["session"], lead_id=held["lease"]["lead"]["id"])
+    lead_id = held["lease"]["lead"]["id"]
+    path = template.format(session=held["session"], lead_id=lead_id, name="hostile")
     before = state(db_url)
     with service.client() as client:
         for name, (raw, said) in HOSTILE.items():
