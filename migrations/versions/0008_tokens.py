@@ -78,6 +78,19 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="operator_actions_pkey"),
     )
     op.create_index("operator_actions_at", "operator_actions", ["at"])
+    if _on_citus():  # small tables every node may read: reference tables on a cluster
+        for table in ("api_tokens", "operator_actions"):
+            op.execute(f"SELECT create_reference_table('{table}')")
+
+
+def _on_citus() -> bool:
+    """Whether this database is a Citus node (offline SQL is for one PostgreSQL)."""
+    if op.get_context().as_sql:
+        return False
+    found = op.get_bind().execute(
+        sa.text("SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')")
+    )
+    return bool(found.scalar())
 
 
 def downgrade() -> None:

@@ -105,6 +105,10 @@ def upgrade() -> None:
     op.execute(ENDED_FUNCTION)
     if not _on_citus():
         op.execute(ENDED_TRIGGER)
+        return
+    # On a cluster: small tables, read by every node's statements, as reference tables.
+    for table in ("schedules", "lead_waits"):
+        op.execute(f"SELECT create_reference_table('{table}')")
 
 
 def downgrade() -> None:
