@@ -90,10 +90,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     built = app.openapi
 
     def openapi_with_links() -> dict[str, Any]:
-        """The document FastAPI builds (once), with the links between operations."""
+        """The document FastAPI builds (once), with the links between operations, and
+        optional bodies that offer no JSON null (the body parser refuses it)."""
         first = app.openapi_schema is None
         document = built()
-        return links.add_links(document) if first else document
+        return links.add_links(_without_null_bodies(document)) if first else document
 
     app.openapi = openapi_with_links  # type: ignore[method-assign]
     return app
+
+
+def _without_null_bodies(document: dict[str, Any]) -> dict[str, Any]:
+    """An optional body FastAPI states as ``anyOf: [model, null]`` stated as the model: the
+    request may leave the body out, but a body of JSON null is refused (app.api.body)."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            content = operation.get("requestBody", {}).get("content", {})
+            for media in content.values():
+                schema = media.get("schema", {})
+                kept = [s for s in schema.get("anyOf", []) if s != {"type": "null"}]
+                if len(kept) == 1 and len(kept) < len(schema["anyOf"]):
+                    media["schema"] = kept[0]
+    return document
