@@ -84,6 +84,12 @@ async def once(
         if claimed:
             return result
         if found:  # else it was pruned since: claim it again
-            if found[0]["request"] != asked:
-                raise InvalidInput(FIELD, "was used before for another request; use a new key")
-            return await decode(conn, found[0]["answer"])
+            return await decode(conn, answer_for(asked, found[0]["request"], found[0]["answer"]))
+
+
+def answer_for(asked: str, request: str, answer: Any) -> Any:
+    """The answer a key remembers for ``request``, to a request whose fingerprint is
+    ``asked``. Raises InvalidInput when the key was used for another request."""
+    if request != asked:
+        raise InvalidInput(FIELD, "was used before for another request; use a new key")
+    return answer

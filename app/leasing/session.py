@@ -9,7 +9,9 @@ transaction that first locks its settings row (``statements.lock_settings``,
 then ``statements.lease_limited``), so its leases take turns and each counts
 what is held after the one before committed: across every API process, it
 never holds more than ``max_leased``. A request with an idempotency key runs
-in a transaction with its key (``app.domain.idempotency``).
+with its key in one statement that stores the key's answer too (``statements.lease_keyed``),
+or, for a limited session or a retry that overtakes its first try, in a transaction with
+its key (``app.domain.idempotency``).
 
 Knows nothing of HTTP, of the fleet and of the long poll.
 """
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
 from typing import Any
+
+import psycopg
 
 from app import metrics
 from app.domain import idempotency
@@ -124,6 +128,10 @@ class SessionLeases:
         call = _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
         db = self.queue.db
         if request.idempotency_key is not None:
+            if session not in self._limited:
+                keyed = await self._lease_keyed(session, request, now, call)
+                if keyed is not None:
+                    return keyed
             return await db.run(
                 lambda conn: idempotency.once(
                     conn,
@@ -154,6 +162,39 @@ class SessionLeases:
             now=now,
             ledger=self._ledger,
         )
+
+    async def _lease_keyed(
+        self, session: str, request: LeaseRequest, now: datetime | None, call: _Plain
+    ) -> Leased | None:
+        """A keyed lease in one statement (``statements.lease_keyed``): the leases it took,
+        or those the key's first request took that are still valid. None when the session
+        turned out limited, or a first try with the same key committed while this one ran:
+        the caller then leases through ``idempotency.once``'s transaction."""
+        key: str = request.idempotency_key  # type: ignore[assignment]
+        asked = idempotency.fingerprint(request.stands_for(call.ttl))
+        keyed = statements.lease_keyed(
+            session=session,
+            max=call.max,
+            owner=call.owner,
+            tokens=call.tokens,
+            ttl_s=call.ttl,
+            key=key,
+            request=asked,
+            now=now,
+            ledger=self._ledger,
+        )
+        try:
+            rows = await self.queue.db.rows(keyed)
+        except psycopg.errors.UniqueViolation:
+            return None
+        gate = rows[0]
+        if gate["limited"]:
+            self._limited.add(session)
+            return None
+        if gate["known_request"] is not None:
+            answer = idempotency.answer_for(asked, gate["known_request"], gate["known_answer"])
+            return await self.queue.db.run(lambda conn: _decode(conn, answer, now))
+        return Leased([lease_of(row, call.ttl) for row in rows if row["id"] is not None])
 
     async def _lease_one(
         self, conn: Connection, session: str, now: datetime | None, call: _Plain

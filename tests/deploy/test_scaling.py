@@ -44,6 +44,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_next, ledger off": lambda: text("lease_next", ledger=False),
     "lease_group": lambda: text("lease_group", ledger=True),
     "lease_group, ledger off": lambda: text("lease_group", ledger=False),
+    "lease_keyed": lambda: text("lease_keyed", ledger=True),
+    "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False),
     "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
     "stats": lambda: text("stats"),
     "lease_limited": lambda: text("lease_limited", ledger=True),
@@ -148,6 +150,8 @@ PARAMETERS: dict[str, Any] = {
     "for_s": 60.0,
     "lead_id": 1,
     "before": None,
+    "key": "k",
+    "request": "r",
 }
 
 
@@ -160,6 +164,7 @@ def statement_names() -> set[str]:
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
+    session_scoped |= {"lease_keyed"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}

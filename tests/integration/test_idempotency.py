@@ -8,13 +8,20 @@ or with another body (refused).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import psycopg
 import pytest
 
+from app.domain import idempotency
 from app.domain.queue import Queue
+from app.leasing import session as one_session
+from app.store import pool, statements
+from app.store.pool import libpq_url
 from leaseq.errors import InvalidInput
-from leaseq.model import NewLead
+from leaseq.model import NewLead, SessionSettings
 from tests.support import T0, at, events, fetch, leads, leasing_of
+from tests.support.in_process import until
 
 
 async def _count(queue: Queue, table: str) -> int:
@@ -144,3 +151,88 @@ async def test_push_and_lease_keys_are_apart(queue: Queue) -> None:
     pushed = await queue.push("s", leads(1), idempotency_key="same", now=T0)
     [lease] = await leasing_of(queue).lease_next("s", "w", idempotency_key="same", now=T0)
     assert lease.lead.id == pushed.ids[0]
+
+
+# -- a keyed lease in one statement ---------------------------------------------------------
+
+
+@pytest.fixture
+def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the statements run from here on, in order (they still run)."""
+    names: list[str] = []
+    real = pool.execute
+
+    async def spying(conn: Any, query: Any, params: Any = None) -> Any:
+        names.append(query.name if isinstance(query, statements.Statement) else "text")
+        return await real(conn, query, params)
+
+    for module in (pool, one_session, idempotency):
+        monkeypatch.setattr(module, "execute", spying)
+    return names
+
+
+async def test_a_keyed_lease_is_one_statement_that_stores_its_answer(
+    queue: Queue, ran: list[str]
+) -> None:
+    await queue.push("s", leads(3), now=T0)
+    ran.clear()
+    first = await leasing_of(queue).lease_next("s", "w", max=2, idempotency_key="one", now=T0)
+    assert len(first) == 2 and ran == ["lease_keyed"]
+    [key] = await fetch(queue.db, "SELECT answer FROM idempotency_keys WHERE key = 'one'")
+    assert key["answer"]["leases"] == [[lease.lead.id, lease.token] for lease in first]
+    ran.clear()
+    again = await leasing_of(queue).lease_next("s", "w", max=2, idempotency_key="one", now=at(1))
+    assert [x.token for x in again] == [x.token for x in first]
+    assert ran == ["lease_keyed", "valid_leases"]  # the key's answer, then what is still held
+
+
+async def test_a_keyed_lease_of_a_limited_session_goes_under_its_lock(
+    queue: Queue, ran: list[str]
+) -> None:
+    await queue.put_settings("s", SessionSettings(max_leased=2), now=T0)
+    await queue.push("s", leads(5), now=T0)
+    ran.clear()
+    first = await leasing_of(queue).lease_next("s", "w", max=5, idempotency_key="cap", now=T0)
+    assert len(first) == 2  # the cap holds for a keyed lease too
+    assert ran[0] == "lease_keyed" and "lease_limited" in ran
+    again = await leasing_of(queue).lease_next("s", "w", max=5, idempotency_key="cap", now=at(1))
+    assert [x.token for x in again] == [x.token for x in first]
+    assert (await queue.stats("s")).leased == 2
+
+
+async def test_a_keyed_lease_that_overtakes_its_first_try_gets_that_try_s_leases(
+    queue: Queue, database_url: str
+) -> None:
+    """The first try's statement still runs (its transaction open) when the retry comes: the
+    retry's key waits on it, fails once it commits, and reads the first try's answer."""
+    await queue.push("s", leads(4), now=T0)
+    request = leasing_of(queue).lease_next
+    asked = idempotency.fingerprint({"session": "s", "owner": "w", "max": 2, "ttl_s": 30.0})
+    tokens = ["first-1", "first-2"]
+    first_try = statements.lease_keyed(
+        session="s",
+        max=2,
+        owner="w",
+        tokens=tokens,
+        ttl_s=30.0,
+        key="race",
+        request=asked,
+        now=T0,
+        ledger=True,
+    )
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as first:
+        async with first.transaction():
+            await first.execute(first_try.text, first_try.params)
+            retry = asyncio.create_task(
+                request("s", "w", max=2, ttl_s=30.0, idempotency_key="race", now=at(1))
+            )
+
+            async def waiting_on_the_key() -> bool:
+                lock = "SELECT FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                return bool(await fetch(queue.db, lock + " AND datname = current_database()"))
+
+            await until(waiting_on_the_key, within_s=10)
+            assert not retry.done()
+        leases = await asyncio.wait_for(retry, 10)
+    assert sorted(lease.token for lease in leases) == tokens
+    assert (await queue.stats("s")).leased == 2

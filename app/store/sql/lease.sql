@@ -136,6 +136,160 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased O
 ORDER BY priority DESC, id;
 
 -- ========================================================================================
+-- lease_keyed
+--
+-- ``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
+-- in one statement: the lease and the memory of it commit together.
+--
+-- A key a committed request holds already leases nothing: every row answers that
+-- request's fingerprint and answer (``known_request``, ``known_answer``), for the caller
+-- to hand back the leases it took that are still valid. Else the leads leased are stored
+-- as the key's answer in the same statement (``app.domain.idempotency``'s format). A first
+-- try still running with the same key makes this one fail (unique_violation, nothing
+-- leased): the caller then waits for that try through the transaction of
+-- ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
+--
+-- parameters: session, max, owner, tokens, ttl_s, key, request, now
+
+-- name: lease_keyed (ledger=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_keyed (ledger=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- ========================================================================================
 -- lease_group
 --
 -- ``lease_next`` for several callers of one session at once (group commit).

@@ -74,6 +74,68 @@ def lease_next(
     """
 
 
+def _lease_keyed(ledger: bool) -> str:
+    return _claim_and_lease(
+        ledger,
+        clock=NOW,
+        before=_KNOWN_KEY + _limited_gate(),
+        only_if="AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known)",
+        limit="%(max)s",
+        after=_REMEMBERED,
+        answer=f"""SELECT {LEASE_COLUMNS}, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id""",
+    )
+
+
+# The key's first request, when one committed before this statement began.
+_KNOWN_KEY = """known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+"""
+# The key claimed with its answer, in the statement of the lease: only when it leased (a
+# lease that takes nothing leaves the key free). No ON CONFLICT: a first try that commits
+# the key while this one runs makes this one fail whole (unique_violation), leasing nothing.
+_REMEMBERED = f""",
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, {NOW}, jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+)"""
+
+
+@statement(_lease_keyed, ledger=BOTH)
+def lease_keyed(
+    *,
+    session: str,
+    max: int,
+    owner: str,
+    tokens: list[str],
+    ttl_s: float,
+    key: str,
+    request: str,
+    now: datetime | None,
+    ledger: bool,
+) -> None:
+    """``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
+    in one statement: the lease and the memory of it commit together.
+
+    A key a committed request holds already leases nothing: every row answers that
+    request's fingerprint and answer (``known_request``, ``known_answer``), for the caller
+    to hand back the leases it took that are still valid. Else the leads leased are stored
+    as the key's answer in the same statement (``app.domain.idempotency``'s format). A first
+    try still running with the same key makes this one fail (unique_violation, nothing
+    leased): the caller then waits for that try through the transaction of
+    ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
+    """
+
+
 def _limited_gate() -> str:
     """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
     return f"""limited AS (
