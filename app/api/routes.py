@@ -13,7 +13,7 @@ nothing; what covers many sessions covers only the token's own
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, cast
 
@@ -234,9 +234,18 @@ async def _leases(
 ) -> list[Lease]:
     """The leases of a lease request (scoped already), asked by /lease or by a completion's
     ``next``."""
-    # Only a long poll watches for a client that hangs up (a check costs a receive).
-    gone = request.is_disconnected if leasing.wait_s > 0 else None
-    leases = await runtime.leasing.lease(leasing, gone=gone)
+    leases = await runtime.leasing.lease(leasing, gone=_gone(leasing, request))
+    return _handed_out(leases, runtime, principal)
+
+
+def _gone(leasing: LeaseRequest, request: Request) -> Callable[[], Awaitable[bool]] | None:
+    """What tells a lease that its client hung up: only a long poll watches (a check costs
+    a receive)."""
+    return request.is_disconnected if leasing.wait_s > 0 else None
+
+
+def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> list[Lease]:
+    """``leases``, counted, and remembered for a scoped token (whose later calls name them)."""
     metrics.LEASES.inc(len(leases))
     if not principal.everywhere:
         access.remember_leads(runtime.tokens, leases)
@@ -315,14 +324,20 @@ async def complete(
     leasing = None if body.next is None else body.next.request(idempotency_key)
     leasing = None if leasing is None else access.scoped_lease(principal, leasing)
     await access.changes_leads(principal, runtime.tokens, [body.lead_id])
+    item = CompleteItem(body.lead_id, body.token, body.status, body.result, body.error)
     with counting_lost("complete"):
-        lead = await runtime.queue.complete(
-            body.lead_id, body.token, body.status, body.result, body.error
-        )
+        if leasing is None:
+            lead = await runtime.queue.complete(
+                body.lead_id, body.token, body.status, body.result, body.error
+            )
+        else:
+            lead, leases = await runtime.leasing.complete_and_lease(
+                item, leasing, gone=_gone(leasing, request)
+            )
     metrics.COMPLETIONS.labels(body.status).inc()
     if leasing is None:
         return CompleteOut.of(lead)
-    return CompleteOut.of(lead, await _leases(leasing, runtime, request, principal))
+    return CompleteOut.of(lead, _handed_out(leases, runtime, principal))
 
 
 @router.post(

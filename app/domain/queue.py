@@ -494,6 +494,27 @@ class Queue:
             for i, item in enumerate(items)
         ]
 
+    def checked_completions(
+        self, items: Sequence[CompleteItem], *, batch: bool
+    ) -> list[str | None]:
+        """Check each completion; each one's result as JSON text (None: none). Raises
+        InvalidInput naming the field (``items[i].result`` in a batch)."""
+        for item in items:
+            validation.lead_id(item.lead_id)
+            validation.token(item.token)
+            validation.final_status(item.status)
+            validation.text("error", item.error, max_chars=MAX_ERROR_CHARS, optional=True)
+        return [
+            None
+            if item.result is None
+            else validation.json_text(
+                f"items[{i}].result" if batch else "result",
+                item.result,
+                max_bytes=self.max_payload_bytes,
+            )
+            for i, item in enumerate(items)
+        ]
+
     async def _complete(
         self, items: Sequence[CompleteItem], now: datetime | None, *, batch: bool
     ) -> dict[int, Lead | None]:
@@ -504,21 +525,7 @@ class Queue:
         was lost and which the worker sent again (one more round trip, only
         when something was refused).
         """
-        for item in items:
-            validation.lead_id(item.lead_id)
-            validation.token(item.token)
-            validation.final_status(item.status)
-            validation.text("error", item.error, max_chars=MAX_ERROR_CHARS, optional=True)
-        results = [
-            None
-            if item.result is None
-            else validation.json_text(
-                f"items[{i}].result" if batch else "result",
-                item.result,
-                max_bytes=self.max_payload_bytes,
-            )
-            for i, item in enumerate(items)
-        ]
+        results = self.checked_completions(items, batch=batch)
         call = _Completing(items, results, lean=batch)
         done, busy = await self._completions.submit(now, call)
         if busy:  # rows another transaction holds: wait for them, alone

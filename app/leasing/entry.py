@@ -1,7 +1,9 @@
 """``Leasing.lease``: the one way in to a lease, for every door.
 
 ``POST /lease``, a completion's ``next`` (``/complete``, ``/complete/batch``)
-and Python callers all come here with a checked ``LeaseRequest``. A request
+and Python callers all come here with a checked ``LeaseRequest``. A single
+completion with ``next`` of one session comes as ``complete_and_lease``: one
+statement completes and leases when the session has no limits. A request
 naming one session is that session's lease (``app.leasing.session``); one
 naming several, or none (any), is the fleet's choice among them
 (``app.leasing.fleet``); with ``wait_s`` either is held by the long poll
@@ -22,7 +24,7 @@ from app.leasing.fleet import Fleet
 from app.leasing.request import LeaseRequest
 from app.leasing.session import SessionLeases
 from app.store.listener import Listener
-from leaseq.model import Lease
+from leaseq.model import CompleteItem, Lead, Lease
 
 
 class Leasing:
@@ -65,6 +67,36 @@ class Leasing:
                 return (await self.sessions.lease(one, request, now)).leases
 
         return await long_poll.held(take, request, self.queue, self.listener, gone)
+
+    async def complete_and_lease(
+        self,
+        item: CompleteItem,
+        request: LeaseRequest,
+        *,
+        gone: Callable[[], Awaitable[bool]] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[Lead, list[Lease]]:
+        """Complete ``item``, then take the leases ``request`` asks for (a completion's
+        ``next``): the lead completed, and the leases.
+
+        One statement for a request of one session without limits
+        (``SessionLeases.complete_and_lease``); otherwise, or when that statement changed
+        nothing, the completion (``Queue.complete``) and then ``lease``. A lease that took
+        nothing and may wait goes on waiting in ``lease``. Raises LeaseLost (and leases
+        nothing), InvalidInput."""
+        one = request.session
+        if one is not None:
+            [result] = self.queue.checked_completions([item], batch=False)
+            done = await self.sessions.complete_and_lease(one, request, item, result, now)
+            if done is not None:
+                lead, leased = done
+                if leased is not None and (leased.leases or request.wait_s == 0):
+                    return lead, leased.leases
+                return lead, await self.lease(request, gone=gone, now=now)
+        lead = await self.queue.complete(
+            item.lead_id, item.token, item.status, item.result, item.error, now=now
+        )
+        return lead, await self.lease(request, gone=gone, now=now)
 
     async def lease_next(
         self,

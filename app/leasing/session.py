@@ -36,7 +36,7 @@ from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, execute
 from app.store.statements import Statement
-from leaseq.model import Lease
+from leaseq.model import CompleteItem, Lead, Lease
 
 
 def new_token() -> str:
@@ -124,8 +124,7 @@ class SessionLeases:
         ``scope`` (a scoped token's patterns) is never leased: no statement runs."""
         if not in_scope(request.scope, session):
             return Leased()
-        ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
-        call = _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
+        call = self._call(request)
         db = self.queue.db
         if request.idempotency_key is not None:
             if session not in self._limited:
@@ -137,7 +136,7 @@ class SessionLeases:
                     conn,
                     "lease",
                     request.idempotency_key,  # type: ignore[arg-type]
-                    request.stands_for(ttl),
+                    request.stands_for(call.ttl),
                     lambda conn: self._lease_one(conn, session, now, call),
                     encode=_encode,
                     decode=lambda conn, answer: _decode(conn, answer, now),
@@ -163,6 +162,82 @@ class SessionLeases:
             ledger=self._ledger,
         )
 
+    def _call(self, request: LeaseRequest) -> _Plain:
+        """``request`` as one caller's lease: its ttl (the service's default when it asks for
+        none) and a new token for each lead it may take."""
+        ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
+        return _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
+
+    async def complete_and_lease(
+        self,
+        session: str,
+        request: LeaseRequest,
+        item: CompleteItem,
+        result: str | None,
+        now: datetime | None,
+    ) -> tuple[Lead, Leased | None] | None:
+        """``item``'s completion (``result``: its result checked, as JSON text) and then
+        ``request``'s lease of ``session``, in one statement (``statements.complete_and_lease``).
+
+        None when it changed nothing: the completion was refused or made before (a retry),
+        the session is out of the request's scope or known to be limited, or a first try
+        with the same key committed meanwhile. The caller then completes and leases in two
+        steps, which say why. Else the lead completed, and the leases, or None when the
+        session turned out limited: the caller leases it then."""
+        if not in_scope(request.scope, session) or session in self._limited:
+            return None
+        call = self._call(request)
+        key = request.idempotency_key
+        asked = None if key is None else idempotency.fingerprint(request.stands_for(call.ttl))
+        both = statements.complete_and_lease(
+            lead_id=item.lead_id,
+            token=item.token,
+            status=item.status,
+            result=result,
+            error=item.error,
+            session=session,
+            max=call.max,
+            owner=call.owner,
+            tokens=call.tokens,
+            ttl_s=call.ttl,
+            now=now,
+            ledger=self._ledger,
+            keyed=key is not None,
+            key=key,
+            request=asked,
+        )
+        try:
+            rows = await self.queue.db.rows(both)
+        except psycopg.errors.UniqueViolation:
+            return None
+        completed = [row for row in rows if row["completion"]]
+        if not completed:
+            return None
+        leased = [row for row in rows if row["completion"] is False]
+        answered = await self._answered(session, rows[0], leased, asked, call.ttl, now)
+        return lead_of(completed[0]), answered
+
+    async def _answered(
+        self,
+        session: str,
+        gate: Mapping[str, Any],
+        leased: Sequence[Mapping[str, Any]],
+        asked: str | None,
+        ttl: float,
+        now: datetime | None,
+    ) -> Leased | None:
+        """What a lease statement that may be keyed answered (``gate``: any of its rows;
+        ``leased``: the rows of the leads it leased for ``ttl``; ``asked``: the key's
+        fingerprint, None unkeyed): its leases, those the key's first request took that are
+        still valid, or None when the session turned out limited."""
+        if gate["limited"]:
+            self._limited.add(session)
+            return None
+        if asked is not None and gate["known_request"] is not None:
+            answer = idempotency.answer_for(asked, gate["known_request"], gate["known_answer"])
+            return await self.queue.db.run(lambda conn: _decode(conn, answer, now))
+        return Leased([lease_of(row, ttl) for row in leased])
+
     async def _lease_keyed(
         self, session: str, request: LeaseRequest, now: datetime | None, call: _Plain
     ) -> Leased | None:
@@ -187,14 +262,8 @@ class SessionLeases:
             rows = await self.queue.db.rows(keyed)
         except psycopg.errors.UniqueViolation:
             return None
-        gate = rows[0]
-        if gate["limited"]:
-            self._limited.add(session)
-            return None
-        if gate["known_request"] is not None:
-            answer = idempotency.answer_for(asked, gate["known_request"], gate["known_answer"])
-            return await self.queue.db.run(lambda conn: _decode(conn, answer, now))
-        return Leased([lease_of(row, call.ttl) for row in rows if row["id"] is not None])
+        leased = [row for row in rows if row["id"] is not None]
+        return await self._answered(session, rows[0], leased, asked, call.ttl, now)
 
     async def _lease_one(
         self, conn: Connection, session: str, now: datetime | None, call: _Plain

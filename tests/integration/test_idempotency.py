@@ -8,19 +8,17 @@ or with another body (refused).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import psycopg
 import pytest
 
 from app.domain import idempotency
 from app.domain.queue import Queue
-from app.leasing import session as one_session
-from app.store import pool, statements
+from app.store import statements
 from app.store.pool import libpq_url
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead, SessionSettings
-from tests.support import T0, at, events, fetch, leads, leasing_of
+from tests.support import T0, at, events, fetch, leads, leasing_of, statements_run
 from tests.support.in_process import until
 
 
@@ -158,17 +156,7 @@ async def test_push_and_lease_keys_are_apart(queue: Queue) -> None:
 
 @pytest.fixture
 def ran(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the statements run from here on, in order (they still run)."""
-    names: list[str] = []
-    real = pool.execute
-
-    async def spying(conn: Any, query: Any, params: Any = None) -> Any:
-        names.append(query.name if isinstance(query, statements.Statement) else "text")
-        return await real(conn, query, params)
-
-    for module in (pool, one_session, idempotency):
-        monkeypatch.setattr(module, "execute", spying)
-    return names
+    return statements_run(monkeypatch)
 
 
 async def test_a_keyed_lease_is_one_statement_that_stores_its_answer(

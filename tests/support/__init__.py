@@ -15,10 +15,15 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from app.domain import idempotency
 from app.domain.queue import Queue
+from app.leasing import session as one_session
 from app.leasing.entry import Leasing
 from app.leasing.request import LeaseRequest
 from app.leasing.session import Leased
+from app.store import pool, statements
 from app.store.pool import Database
 from leaseq.model import NewLead
 
@@ -123,3 +128,18 @@ async def lease_from(
 def across(sessions: Collection[str] | None, owner: str, **options: Any) -> LeaseRequest:
     """A lease request across ``sessions`` (None: any session)."""
     return LeaseRequest.checked(owner, sessions=sessions, **options)
+
+
+def statements_run(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the statements the queue and leasing run from here on, in order (each
+    still runs): what a test of round trips counts."""
+    names: list[str] = []
+    real = pool.execute
+
+    async def spying(conn: Any, query: Any, params: Any = None) -> Any:
+        names.append(query.name if isinstance(query, statements.Statement) else "text")
+        return await real(conn, query, params)
+
+    for module in (pool, one_session, idempotency):
+        monkeypatch.setattr(module, "execute", spying)
+    return names

@@ -290,6 +290,346 @@ LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
 -- ========================================================================================
+-- complete_and_lease
+--
+-- A completion and, when it completed, the lease of its ``next`` (one session without
+-- limits), in one statement: the completion's CTE gates the lease's claim, and the ledger
+-- rows of both are written with them.
+--
+-- The completion is ``complete_many``'s for one lead (a valid lease, by the database
+-- clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``
+-- and ``request`` then name the idempotency key and its fingerprint). The lead completed
+-- is the row whose ``completion`` is true, each lead leased one whose ``completion`` is
+-- false; no completion row: the lease was refused (or was completed before) and nothing
+-- changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
+-- rate: the completion is done, the lease is left to the limited path), and with ``keyed``
+-- the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+--
+-- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, key, request
+
+-- name: complete_and_lease (ledger=True, keyed=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=True)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=False)
+WITH paused AS (
+    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited).
+    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
+        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
+        updated_at = coalesce(%(now)s::timestamptz, now())
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- ========================================================================================
 -- lease_group
 --
 -- ``lease_next`` for several callers of one session at once (group commit).

@@ -46,6 +46,7 @@ from app.store.statements.leads import (
 from app.store.statements.lease import (
     DUE_PER_LEASE,
     _claim_and_lease,
+    complete_and_lease,
     lease_group,
     lease_keyed,
     lease_limited,
@@ -135,6 +136,7 @@ __all__ = [
     "autovacuum",
     "cancel",
     "claim_key",
+    "complete_and_lease",
     "complete_many",
     "completed_already",
     "db_now",

@@ -61,13 +61,20 @@ EVENT_COLUMNS = "lead_id, session, event, status, attempt, owner, at, expires_at
 
 
 def ledger_rows(
-    source: str, event: str, *, expires_at: str = "NULL", enabled: bool, clock: str = NOW
+    source: str,
+    event: str,
+    *,
+    expires_at: str = "NULL",
+    enabled: bool,
+    clock: str = NOW,
+    name: str = "ledger",
 ) -> str:
-    """A CTE that appends one lead_events row per row of ``source``; empty when off."""
+    """A CTE (``name``) that appends one lead_events row per row of ``source``; empty when
+    off."""
     if not enabled:
         return ""
     return f""",
-ledger AS (
+{name} AS (
     INSERT INTO lead_events ({EVENT_COLUMNS})
     SELECT id, session, '{event}', status, attempts, owner, {clock}, {expires_at} FROM {source}
 )"""

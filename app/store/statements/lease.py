@@ -136,6 +136,78 @@ def lease_keyed(
     """
 
 
+def _complete_and_lease(ledger: bool, keyed: bool) -> str:
+    completion = f"""req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = {NOW}
+    FROM req
+    WHERE l.id = req.lead_id AND {VALID_LEASE}
+    RETURNING l.*
+){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
+"""
+    gate = "EXISTS (SELECT FROM limited) AS limited"
+    if keyed:
+        gate += """,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer"""
+    only_if = "AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited)"
+    return _claim_and_lease(
+        ledger,
+        clock=NOW,
+        before=completion + (_KNOWN_KEY if keyed else "") + _limited_gate(),
+        only_if=only_if + (" AND NOT EXISTS (SELECT FROM known)" if keyed else ""),
+        limit="%(max)s",
+        after=_REMEMBERED if keyed else "",
+        answer=f"""SELECT answered.*, gate.*
+FROM (SELECT {gate}) AS gate
+LEFT JOIN (
+    SELECT true AS completion, {LEASE_COLUMNS} FROM completed
+    UNION ALL
+    SELECT false AS completion, {LEASE_COLUMNS} FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id""",
+    )
+
+
+@statement(_complete_and_lease, ledger=BOTH, keyed=BOTH)
+def complete_and_lease(
+    *,
+    lead_id: int,
+    token: str,
+    status: str,
+    result: str | None,
+    error: str | None,
+    session: str,
+    max: int,
+    owner: str,
+    tokens: list[str],
+    ttl_s: float,
+    now: datetime | None,
+    ledger: bool,
+    keyed: bool = False,
+    key: str | None = None,
+    request: str | None = None,
+) -> None:
+    """A completion and, when it completed, the lease of its ``next`` (one session without
+    limits), in one statement: the completion's CTE gates the lease's claim, and the ledger
+    rows of both are written with them.
+
+    The completion is ``complete_many``'s for one lead (a valid lease, by the database
+    clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``
+    and ``request`` then name the idempotency key and its fingerprint). The lead completed
+    is the row whose ``completion`` is true, each lead leased one whose ``completion`` is
+    false; no completion row: the lease was refused (or was completed before) and nothing
+    changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
+    rate: the completion is done, the lease is left to the limited path), and with ``keyed``
+    the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+    """
+
+
 def _limited_gate() -> str:
     """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
     return f"""limited AS (
