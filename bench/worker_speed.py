@@ -3,14 +3,16 @@
 ``python -m bench.worker_speed -n 1000 --before /tmp/before`` (``/tmp/before``:
 ``git archive <commit> | tar -x``, an older checkout) measures, for this
 checkout and the one given, each on a fresh copy of leaseq's schema and one
-``leaseq serve`` process on 127.0.0.1:
+``leaseq serve`` process of the same checkout on 127.0.0.1 (a user upgrades
+both):
 
 - **start**: ``leaseq worker --wait 0 -- true`` on an empty queue, to its exit
   (the interpreter, the imports, one empty lease);
 - **cli-true W=1, 4**: ``leaseq worker -c W --wait 0.5 -q -- true`` draining N
   leads, to its exit (its start and its last empty half-second poll included),
   and its CPU per lead (the worker, its guards and the commands);
-- **sdk**: ``leaseq.Worker`` with its defaults and a no-op async handler, timed
+- **sdk W=1, 4, 16**: ``leaseq.Worker`` with its defaults (``concurrency`` W) and a
+  no-op async handler, timed
   from the run's start to the last lead finished;
 - **bare**: a bare ``httpx.AsyncClient`` loop sending the SDK's requests, ``POST /lease`` once, then
   ``/complete`` with ``next``: the most the REST hop gives a Python client;
@@ -94,7 +96,7 @@ def run_one(
 ) -> dict[str, Any]:
     """One run of ``kind`` on a fresh database and a service of its own."""
     with fresh_copy(server, template) as url:
-        service = Service(url, 1)
+        service = Service(url, 1, source=None if source == ROOT else source)
         try:
             service.wait_ready()
             base = service.base_url
@@ -111,7 +113,8 @@ def run_one(
                 wall, cpu, _ = timed_child(argv, env)
                 seconds = wall
             else:
-                argv = [sys.executable, "-m", "bench.worker_speed", "--child", kind, base, str(n)]
+                child = ["--child", kind, base, str(n), str(workers)]
+                argv = [sys.executable, "-m", "bench.worker_speed", *child]
                 wall, cpu, out = timed_child(argv, env)
                 seconds, cpu = map(float, out.strip().splitlines()[-1].split())  # the drain's
             finished = done(base)
@@ -150,7 +153,7 @@ def xargs(workers: int, n: int) -> dict[str, Any]:
 # -- the in-process contenders, run as ``--child KIND URL N`` ------------------------------
 
 
-async def sdk_child(url: str, n: int) -> float:
+async def sdk_child(url: str, n: int, concurrency: int) -> float:
     """Timed to the n-th completion (counted as its metrics are: no polling); the run then
     ends after its idle long poll, which is not the drain's."""
     from leaseq import AsyncClient
@@ -170,7 +173,7 @@ async def sdk_child(url: str, n: int) -> float:
 
     counted = LastCompletion()
     async with AsyncClient(url) as client:
-        worker = Worker(client, SESSION, noop, metrics=counted)
+        worker = Worker(client, SESSION, noop, concurrency=concurrency, metrics=counted)
         began = time.perf_counter()
         await worker.run()
     return (counted.at or time.perf_counter()) - began
@@ -209,13 +212,15 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="an older checkout to measure beside this one")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--name", default="worker-speed")
-    parser.add_argument("--child", nargs=3, metavar=("KIND", "URL", "N"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=4, metavar=("KIND", "URL", "N", "W"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
-        kind, url, n = args.child
+        kind, url, n, w = args.child
         cpu = time.process_time()
         if kind == "sdk":
-            seconds = asyncio.run(sdk_child(url, int(n)))
+            seconds = asyncio.run(sdk_child(url, int(n), int(w)))
         else:
             seconds = asyncio.run(bare_child(url, int(n), keyed=kind == "bare"))
         print(seconds, time.process_time() - cpu)
@@ -225,13 +230,11 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     try:
         template = templates.get("leaseq", lambda url: install("leaseq", url))
-        plan = [("start", 1), ("cli-true", 1), ("cli-true", 4), ("sdk", 1), ("bare", 1)]
-        plan.append(("bare-unkeyed", 1))
+        plan = [("start", 1), ("cli-true", 1), ("cli-true", 4)]
+        plan += [("sdk", 1), ("sdk", 4), ("sdk", 16), ("bare", 1), ("bare-unkeyed", 1)]
         for _ in range(args.repeats):
             for kind, workers in plan:
                 for label, source in sources.items():
-                    if kind.startswith("bare") and label == "before":
-                        continue  # no leaseq code in it: the same either side
                     run = run_one(kind, workers, source, args.database_url, template, args.leads)
                     run["source"] = label
                     print(json.dumps(run), flush=True)
