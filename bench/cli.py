@@ -92,7 +92,12 @@ def before_and_after(
             }
             if not runs["after"] or not runs["before"]:
                 continue
-            row: dict[str, Any] = {"contender": now.name, "label": now.label, "workers": w}
+            row: dict[str, Any] = {
+                "contender": now.name,
+                "label": now.label,
+                "batch": now.batch,
+                "workers": w,
+            }
             for side, found in runs.items():
                 drain = [r.drain_per_s for r in found.values()]
                 lease = [r.lease_p50_ms for r in found.values() if r.lease_p50_ms is not None]
@@ -112,12 +117,14 @@ def before_and_after(
 
 def before_and_after_markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| contender | W | after leads/s median (min-max) | before leads/s median (min-max) "
-        "| after / before | round by round | lease p50 ms after / before |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| contender | batch | W | after leads/s median (min-max) "
+        "| before leads/s median (min-max) | after / before | round by round "
+        "| lease p50 ms after / before |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     lines += [
-        f"| {r['label']} | {r['workers']} | {_spread(r, 'after_')} | {_spread(r, 'before_')} "
+        f"| {r['label']} | {r['batch']} | {r['workers']} "
+        f"| {_spread(r, 'after_')} | {_spread(r, 'before_')} "
         f"| {r['ratio']:.2f} | {', '.join(f'{x:.2f}' for x in r['ratio_rounds'])} "
         f"| {_ms(r['after_lease_p50_ms'])} / {_ms(r['before_lease_p50_ms'])} |"
         for r in rows
