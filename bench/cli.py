@@ -390,7 +390,13 @@ def run(
         f"Python {info['python']}; N={leads:,}, W={workers}, repeats={repeats}, "
         f"load {common.load_avg()}"
     )
-    plan = [(c, w) for c in chosen for w in workers if not c.only_workers or w in c.only_workers]
+    # A contender and its --before twin are one step of a round, the two run back to back.
+    plan = [
+        [(c, w) for c in group]
+        for group in contenders.twins(chosen)
+        for w in workers
+        if not group[0].only_workers or w in group[0].only_workers
+    ]
     results: list[RunResult] = []
     templates = common.Templates(database_url)
     started = time.monotonic()
@@ -407,11 +413,14 @@ def run(
             TimeElapsedColumn(),
             console=console,
         ) as progress:
-            bar = progress.add_task("runs", total=len(plan) * repeats)
+            bar = progress.add_task("runs", total=sum(map(len, plan)) * repeats)
             for repeat in range(repeats):
                 # Interleaved: every contender once per round, the order rotated each round.
                 shift = (repeat * len(plan)) // max(repeats, 1)
-                for contender, w in plan[shift:] + plan[:shift]:
+                rotated = plan[shift:] + plan[:shift]
+                # Twins take turns going first: the current one in even rounds.
+                order = [x for step in rotated for x in (step[::-1] if repeat % 2 else step)]
+                for contender, w in order:
                     progress.update(
                         bar, description=f"{repeat + 1}/{repeats} {contender.name} W={w}"
                     )

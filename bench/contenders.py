@@ -162,6 +162,18 @@ def singles_of(n: int) -> int:
     return max(1, min(1000, n // 10))
 
 
+def twins(chosen: list[Contender]) -> list[list[Contender]]:
+    """``chosen`` in groups: each contender alone, or followed by its twin served from an
+    older checkout (as ``with_before`` places it)."""
+    groups: list[list[Contender]] = []
+    for c in chosen:
+        if c.source is not None and groups and groups[-1] == [replace(c, source=None)]:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
 # -- schemas --------------------------------------------------------------------
 
 

@@ -175,6 +175,10 @@ def test_before_pairs_each_rest_contender_and_reports_its_ratio_round_by_round(
     chosen = [c for c in contenders.all_contenders() if c.name in ("ceiling-b1", "rest-1proc-b1")]
     paired = contenders.with_before(chosen, tmp_path)
     assert [c.name for c in paired] == ["ceiling-b1", "rest-1proc-b1", "rest-1proc-b1 (before)"]
+    assert [[c.name for c in group] for group in contenders.twins(paired)] == [
+        ["ceiling-b1"],
+        ["rest-1proc-b1", "rest-1proc-b1 (before)"],
+    ]
     older = paired[2]
     assert older.source == tmp_path and older.schema == contenders.BEFORE_SCHEMA
     assert older.label.endswith("(before)") and paired[1].schema == "leaseq"
