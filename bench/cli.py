@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench import common, contenders, scale
 from bench.contenders import Contender, RunResult
+from bench.service import checkout_head
 
 RESULTS = Path(__file__).resolve().parent / "results"
 console = Console()
@@ -74,8 +76,77 @@ def summarize(
     return rows
 
 
+def before_and_after(
+    results: list[RunResult], chosen: list[Contender], workers: list[int]
+) -> list[dict[str, Any]]:
+    """Each contender served from ``--before`` beside the same served from here, at each W:
+    both medians and ranges, the ratio of the medians (after / before) and the spread of
+    the ratios round by round (each round's after over the same round's before)."""
+    rows = []
+    for older in (c for c in chosen if c.source is not None):
+        now = replace(older, source=None)
+        for w in workers:
+            runs = {
+                side: {r.repeat: r for r in results if r.contender == c.name and r.workers == w}
+                for side, c in (("after", now), ("before", older))
+            }
+            if not runs["after"] or not runs["before"]:
+                continue
+            row: dict[str, Any] = {
+                "contender": now.name,
+                "label": now.label,
+                "batch": now.batch,
+                "workers": w,
+            }
+            for side, found in runs.items():
+                drain = [r.drain_per_s for r in found.values()]
+                lease = [r.lease_p50_ms for r in found.values() if r.lease_p50_ms is not None]
+                row[f"{side}_median"] = round(common.median(drain), 1)
+                row[f"{side}_min"], row[f"{side}_max"] = min(drain), max(drain)
+                row[f"{side}_lease_p50_ms"] = round(common.median(lease), 2) if lease else None
+            rounds = sorted(
+                round(a.drain_per_s / runs["before"][k].drain_per_s, 3)
+                for k, a in runs["after"].items()
+                if k in runs["before"]
+            )
+            row["ratio"] = round(row["after_median"] / row["before_median"], 3)
+            row["ratio_rounds"] = rounds
+            rows.append(row)
+    return rows
+
+
+def before_and_after_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| contender | batch | W | after leads/s median (min-max) "
+        "| before leads/s median (min-max) | after / before | round by round "
+        "| lease p50 ms after / before |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    lines += [
+        f"| {r['label']} | {r['batch']} | {r['workers']} "
+        f"| {_spread(r, 'after_')} | {_spread(r, 'before_')} "
+        f"| {r['ratio']:.2f} | {', '.join(f'{x:.2f}' for x in r['ratio_rounds'])} "
+        f"| {_ms(r['after_lease_p50_ms'])} / {_ms(r['before_lease_p50_ms'])} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def checkout_of(source: Path) -> dict[str, Any]:
+    """What ``--before`` served: its folder, its commit (when a git checkout), its schema."""
+    commit = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {"path": str(source), "commit": commit or None, "revision": checkout_head(source)}
+
+
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
+
+
+def _spread(row: dict[str, Any], prefix: str = "drain_") -> str:
+    """A row's leads/s: median (min-max)."""
+    return f"{row[prefix + 'median']:,.0f} ({row[prefix + 'min']:,.0f}-{row[prefix + 'max']:,.0f})"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -88,7 +159,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         ratio = "—" if r["vs_ceiling"] is None else f"{r['vs_ceiling']:.2f}"
         lines.append(
             f"| {r['label']} | {r['batch']} | {r['workers']} "
-            f"| {r['drain_median']:,.0f} ({r['drain_min']:,.0f}-{r['drain_max']:,.0f}) | {ratio} "
+            f"| {_spread(r)} | {ratio} "
             f"| {r['push_bulk'] or 0:,.0f} | {r['push_single'] or 0:,.0f} "
             f"| {_ms(r['lease_p50_ms'])} / {_ms(r['lease_p99_ms'])} "
             f"| {_ms(r['complete_p50_ms'])} / {_ms(r['complete_p99_ms'])} |"
@@ -220,12 +291,16 @@ def left_out_for_next(chosen: list[Contender], quick: bool) -> list[str]:
     """leaseq's ``next`` contenders this checkout cannot run: none when its service takes
     ``next``. Otherwise a full run stops here, before any run; ``--quick`` (a smoke test)
     leaves them out, and says so at the start and at the end."""
-    wanting = [c.name for c in chosen if c.family == "rest" and c.next]
-    if not wanting or contenders.leaseq_takes_next():
+    wanting = [
+        c.name
+        for c in chosen
+        if c.family == "rest" and c.next and not contenders.leaseq_takes_next(c.source)
+    ]
+    if not wanting:
         return []
     message = (
-        "leaseq serve here does not take `next` on /complete and /complete/batch "
-        f"(its OpenAPI document has no `next`), so {', '.join(wanting)} cannot run"
+        "leaseq serve here (or from --before) does not take `next` on /complete and "
+        f"/complete/batch (its OpenAPI document has no `next`), so {', '.join(wanting)} cannot run"
     )
     if not quick:
         console.print(f"{message}. Leave them out with --skip proc-next.", markup=False)
@@ -274,6 +349,14 @@ def run(
     ),
     scale_only: bool = typer.Option(False, "--scale-only", help="only the scale table"),
     name: str = typer.Option("", "--name", help="results file name (default: bench-<time>)"),
+    before: Path | None = typer.Option(
+        None,
+        "--before",
+        exists=True,
+        file_okay=False,
+        resolve_path=True,
+        help="an older checkout of leaseq: each leaseq REST contender also runs served from it",
+    ),
 ) -> None:
     """Push N leads and drain them with W workers, for every contender; write bench/results/."""
     if quick:
@@ -287,6 +370,17 @@ def run(
         chosen, with_scale = [], True
     elif not chosen:
         raise typer.BadParameter(f"no contender matches --only {only} and --skip {skip}")
+    if before is not None:
+        if not (before / "alembic.ini").is_file():
+            raise typer.BadParameter(f"{before} has no alembic.ini: not a checkout of leaseq")
+        if not (before / "app" / "_migrations").exists():
+            # Else this checkout's editable install answers its `app._migrations`, and the
+            # older service would want this checkout's schema.
+            raise typer.BadParameter(
+                f"{before}/app/_migrations is missing: link it as its wheel installs it, "
+                f"ln -s ../migrations {before}/app/_migrations"
+            )
+        chosen = contenders.with_before(chosen, before)
     left_out = left_out_for_next(chosen, quick)
     chosen = [c for c in chosen if c.name not in left_out]
     info = common.machine(database_url)
@@ -296,7 +390,13 @@ def run(
         f"Python {info['python']}; N={leads:,}, W={workers}, repeats={repeats}, "
         f"load {common.load_avg()}"
     )
-    plan = [(c, w) for c in chosen for w in workers if not c.only_workers or w in c.only_workers]
+    # A contender and its --before twin are one step of a round, the two run back to back.
+    plan = [
+        [(c, w) for c in group]
+        for group in contenders.twins(chosen)
+        for w in workers
+        if not group[0].only_workers or w in group[0].only_workers
+    ]
     results: list[RunResult] = []
     templates = common.Templates(database_url)
     started = time.monotonic()
@@ -313,16 +413,20 @@ def run(
             TimeElapsedColumn(),
             console=console,
         ) as progress:
-            bar = progress.add_task("runs", total=len(plan) * repeats)
+            bar = progress.add_task("runs", total=sum(map(len, plan)) * repeats)
             for repeat in range(repeats):
                 # Interleaved: every contender once per round, the order rotated each round.
                 shift = (repeat * len(plan)) // max(repeats, 1)
-                for contender, w in plan[shift:] + plan[:shift]:
+                rotated = plan[shift:] + plan[:shift]
+                # Twins take turns going first: the current one in even rounds.
+                order = [x for step in rotated for x in (step[::-1] if repeat % 2 else step)]
+                for contender, w in order:
                     progress.update(
                         bar, description=f"{repeat + 1}/{repeats} {contender.name} W={w}"
                     )
                     template = templates.get(
-                        contender.schema, lambda url, k=contender.schema: contenders.install(k, url)
+                        contender.schema,
+                        lambda url, c=contender: contenders.install(c.schema, url, c.source),
                     )
                     result = contenders.run_once(
                         contender, database_url, template, leads, w, repeat
@@ -345,6 +449,7 @@ def run(
     rows = summarize(results, chosen, workers)
     met = targets(rows)
     table = markdown(rows)
+    pairs = before_and_after(results, chosen, workers)
     if left_out:
         console.print(f"LEFT OUT (leaseq serve ignores `next`): {', '.join(left_out)}")
     console.print()
@@ -352,6 +457,9 @@ def run(
     if scale_rows:
         console.print()
         console.print(scale.markdown(scale_rows), markup=False)
+    if pairs:
+        console.print()
+        console.print(before_and_after_markdown(pairs), markup=False)
     for t in met:
         console.print(f"{_verdict(t['met']):<12}  {t['target']}  {t['figures']}", markup=False)
     document = {
@@ -364,6 +472,7 @@ def run(
             "quick": quick,
             "only": only,
             "skip": skip,
+            "before": None if before is None else checkout_of(before),
         },
         "left_out": left_out,
         "wall_s": round(time.monotonic() - started, 1),
@@ -372,10 +481,13 @@ def run(
         "summary": rows,
         "targets": met,
         "scale": scale_rows,
+        "before_and_after": pairs,
         "runs": [asdict(r) for r in results],
     }
     out.write_text(json.dumps(document, indent=2) + "\n")
     tables = [table] if rows else []
+    if pairs:
+        tables.append(before_and_after_markdown(pairs))
     if scale_rows:
         tables.append(scale.markdown(scale_rows))
     if rows:

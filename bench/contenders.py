@@ -11,6 +11,9 @@
   (two requests per lead, or per batch); with ``next``, one ``POST /lease`` and
   then ``/complete`` or ``/complete/batch`` carrying ``next`` (one request per
   lead, or per batch). A service that answers without ``leases`` fails the run.
+  With ``--before CHECKOUT``, each also runs served from that checkout (an
+  older leaseq) on a database migrated by that checkout's own migrations:
+  ``rest-1proc-b1 (before)``, and so on.
 * ``rawrest``: the same HTTP workers against bench/raw_rest.py, a bare ASGI
   callable on uvicorn with one statement per request: the ceiling of a REST
   hop in Python on this machine.
@@ -37,8 +40,10 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,7 +54,14 @@ from app.domain.queue import Queue
 from app.store.pool import Database, libpq_url
 from bench import common
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
-from bench.service import RawPoster, RawRestService, Service
+from bench.service import (
+    RawPoster,
+    RawRestService,
+    Service,
+    checkout_head,
+    checkout_openapi,
+    migrate_checkout,
+)
 from leaseq.model import CompleteItem, NewLead
 
 PUSH_BATCH = 1000
@@ -63,6 +75,7 @@ class Contender:
     servers: int | None = None  # rest only: uvicorn processes
     next: bool = False  # rest and rawrest: complete-and-lease in one request
     only_workers: tuple[int, ...] | None = None  # run at these W only (None: every W)
+    source: Path | None = None  # rest only: an older checkout of leaseq, served instead of this
 
     @property
     def name(self) -> str:
@@ -74,7 +87,7 @@ class Contender:
         parts.append(f"b{self.batch}")
         if self.ledger is not None:
             parts.append("ledger" if self.ledger else "noledger")
-        return "-".join(parts)
+        return "-".join(parts) + (BEFORE if self.source is not None else "")
 
     @property
     def label(self) -> str:
@@ -85,11 +98,27 @@ class Contender:
             extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
         if self.next:
             extra += ", next"
+        if self.source is not None:
+            extra += BEFORE
         return f"{'raw REST' if self.family == 'rawrest' else self.family}{extra}"
 
     @property
     def schema(self) -> str:
+        if self.source is not None:
+            return BEFORE_SCHEMA
         return {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate"}.get(self.family, "leaseq")
+
+
+BEFORE = " (before)"  # the mark of a contender served from the older checkout
+BEFORE_SCHEMA = "leaseq_before"  # leaseq's schema as the older checkout's migrations make it
+
+
+def with_before(chosen: list[Contender], source: Path) -> list[Contender]:
+    """Each leaseq REST contender followed by the same served from ``source``, so that the
+    two run one after the other in every round and share its load."""
+    return [
+        x for c in chosen for x in ([c, replace(c, source=source)] if c.family == "rest" else [c])
+    ]
 
 
 def all_contenders() -> list[Contender]:
@@ -133,14 +162,34 @@ def singles_of(n: int) -> int:
     return max(1, min(1000, n // 10))
 
 
+def twins(chosen: list[Contender]) -> list[list[Contender]]:
+    """``chosen`` in groups: each contender alone, or followed by its twin served from an
+    older checkout (as ``with_before`` places it)."""
+    groups: list[list[Contender]] = []
+    for c in chosen:
+        if c.source is not None and groups and groups[-1] == [replace(c, source=None)]:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
 # -- schemas --------------------------------------------------------------------
 
 
-def install(kind: str, url: str) -> None:
+def install(kind: str, url: str, source: Path | None = None) -> None:
+    """Make ``kind``'s schema in ``url``: for ``BEFORE_SCHEMA``, with the migrations of the
+    checkout ``source``, checked to reach that checkout's newest revision."""
     if kind == "leaseq":
         from app.store import migrate
 
         migrate.upgrade(url)
+    elif kind == BEFORE_SCHEMA and source is not None:
+        migrate_checkout(source, url)
+        with psycopg.connect(libpq_url(url)) as conn:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        if row is None or row[0] != checkout_head(source):
+            raise RuntimeError(f"{url}: at revision {row}, not {source}'s newest")
     elif kind == "pgqueuer":
         asyncio.run(_pgqueuer_install(url))
     elif kind == "procrastinate":
@@ -375,12 +424,17 @@ async def _rest_loop(http: RawPoster, owner: str, batch: int) -> WorkerReport:
         report.complete_s.append(time.perf_counter() - leased)
 
 
-def leaseq_takes_next() -> bool:
-    """Whether this checkout's service takes ``next`` on ``/complete`` and ``/complete/batch``
-    (read from its OpenAPI document, built in process: no database is touched)."""
+@cache
+def leaseq_takes_next(source: Path | None = None) -> bool:
+    """Whether this checkout's service (or that of the checkout ``source``) takes ``next`` on
+    ``/complete`` and ``/complete/batch`` (read from its OpenAPI document, built in process,
+    or in a process run from ``source``: no database is touched)."""
     from app.api.app import create_app
 
-    document = create_app(Settings(database_url=common.DEFAULT_SERVER_URL)).openapi()
+    if source is None:
+        document = create_app(Settings(database_url=common.DEFAULT_SERVER_URL)).openapi()
+    else:
+        document = checkout_openapi(source, common.DEFAULT_SERVER_URL)
     schemas = document.get("components", {}).get("schemas", {})
 
     def body_properties(path: str) -> dict[str, Any]:
@@ -679,7 +733,7 @@ def run_once(
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
             elif family in ("rest", "rawrest"):
                 if family == "rest":
-                    service = Service(url, contender.servers or 1)
+                    service = Service(url, contender.servers or 1, source=contender.source)
                 else:
                     service = RawRestService(libpq_url(url))
                 service.wait_ready()

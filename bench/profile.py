@@ -13,6 +13,10 @@ frames that took the most samples. ``rest-next``: the same with ``next`` on
 (bench/raw_rest.py) under the same load, the yardstick's own profile.
 
     python -m bench.profile rest-next 3000     # kind, then N (default 3,000)
+
+``--before CHECKOUT`` (rest and rest-next): the service of that older checkout
+instead, on a database migrated by its own migrations (as ``python -m bench
+--before``); its files are named ``<kind>-before-pyspy…``.
 """
 
 from __future__ import annotations
@@ -92,17 +96,20 @@ def _cpu_s(pid: int) -> float:
 PROFILED_WORKERS = 4
 
 
-def _rest(server_url: str, template: str, n: int, kind: str) -> None:
-    """Profile the server of ``kind`` (rest, rest-next, rawrest, rawrest-next) at batch 1."""
+def _rest(server_url: str, template: str, n: int, kind: str, source: Path | None) -> None:
+    """Profile the server of ``kind`` (rest, rest-next, rawrest, rawrest-next) at batch 1;
+    ``source``: leaseq's service from that checkout."""
     next_ = kind.endswith("-next")
-    if kind.startswith("rest") and next_ and not contenders.leaseq_takes_next():
+    if kind.startswith("rest") and next_ and not contenders.leaseq_takes_next(source):
         raise SystemExit("leaseq serve here does not take `next` on /complete: nothing to profile")
     with common.fresh_copy(server_url, template) as url:
         service: contenders.Service
         if kind.startswith("rawrest"):
             service = contenders.RawRestService(libpq_url(url))
         else:
-            service = contenders.Service(url, 1)
+            service = contenders.Service(url, 1, source=source)
+        if source is not None:
+            kind += "-before"
         try:
             service.wait_ready()
             asyncio.run(contenders.rest_push(service.base_url, n))
@@ -155,16 +162,24 @@ def _rest(server_url: str, template: str, n: int, kind: str) -> None:
 
 
 def main() -> None:
-    what = sys.argv[1] if len(sys.argv) > 1 else "core"
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
+    args, source = sys.argv[1:], None
+    if "--before" in args:
+        at = args.index("--before")
+        source = Path(args[at + 1]).resolve()
+        del args[at : at + 2]
+    what = args[0] if args else "core"
+    n = int(args[1]) if len(args) > 1 else 3000
+    if source is not None and not what.startswith("rest"):
+        raise SystemExit("--before profiles leaseq's service: rest or rest-next")
+    schema = "leaseq" if source is None else contenders.BEFORE_SCHEMA
     templates = common.Templates(common.DEFAULT_SERVER_URL)
     try:
-        template = templates.get("leaseq", lambda url: contenders.install("leaseq", url))
+        template = templates.get(schema, lambda url: contenders.install(schema, url, source))
         if what == "core":
             with common.fresh_copy(common.DEFAULT_SERVER_URL, template) as url:
                 asyncio.run(_core(url, n))
         elif what in ("rest", "rest-next", "rawrest", "rawrest-next"):
-            _rest(common.DEFAULT_SERVER_URL, template, n, what)
+            _rest(common.DEFAULT_SERVER_URL, template, n, what, source)
         else:
             raise SystemExit(
                 f"unknown profile {what!r}: core, rest, rest-next, rawrest, rawrest-next"

@@ -59,6 +59,61 @@ def running(pid: int) -> bool:
     return True
 
 
+def checkout_env(source: Path | None) -> dict[str, str]:
+    """This process's environment without its ``LEASEQ_`` settings; for another checkout
+    (``source``), its client package first (`-m` and `-c` put the working folder, the
+    checkout, and so its ``app``, first)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
+    if source is not None:
+        env["PYTHONPATH"] = str(source / "clients" / "python")
+    return env
+
+
+def in_checkout(source: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """``python args`` run from the checkout ``source``, with its packages; its output."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=source,
+        env={**checkout_env(source), **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(args)} in {source}: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def checkout_head(source: Path) -> str:
+    """The newest schema revision of the checkout ``source``, read from its own migrations."""
+    ini = str(source / "alembic.ini")
+    return in_checkout(source, "-m", "alembic", "-c", ini, "heads").split()[0]
+
+
+def migrate_checkout(source: Path, url: str) -> None:
+    """Take the database ``url`` to the newest schema of the checkout ``source`` with that
+    checkout's own alembic.ini and migrations/ (its env.py reads ``LEASEQ_DATABASE_URL``),
+    never this checkout's: its service then runs on the schema it was written for."""
+    ini = str(source / "alembic.ini")
+    in_checkout(
+        source, "-m", "alembic", "-c", ini, "upgrade", "head", env={"LEASEQ_DATABASE_URL": url}
+    )
+
+
+OPENAPI = (
+    "import json, sys\n"
+    "from app.api.app import create_app\n"
+    "from app.config import Settings\n"
+    "json.dump(create_app(Settings(database_url=sys.argv[1])).openapi(), sys.stdout)"
+)
+
+
+def checkout_openapi(source: Path, url: str) -> dict[str, Any]:
+    """The OpenAPI document of the checkout ``source``'s service, built in a process of its
+    own (no database is touched)."""
+    document: dict[str, Any] = json.loads(in_checkout(source, "-c", OPENAPI, url))
+    return document
+
+
 class Service:
     """``leaseq serve`` on 127.0.0.1 with ``workers`` uvicorn processes.
 
@@ -79,9 +134,7 @@ class Service:
     ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
-        if source is not None:  # `-m` puts the working folder first: its `app`
-            env["PYTHONPATH"] = str(source / "clients" / "python")
+        env = checkout_env(source)
         command = self.command(url, workers, extra_args)
         self.process = subprocess.Popen(command, env=env, cwd=source)
         self.children: list[int] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -145,3 +146,56 @@ def test_every_rest_hop_target_is_reported_met_missed_or_not_measured() -> None:
     assert found["rest-1proc-b1 lease p99 < 50 ms at W=16"]["met"] is True
     assert found["rest-1proc-next-b1 lease p99 < 50 ms at W=16"]["met"] is None
     assert "NOT MEASURED" in cli.targets_markdown(list(found.values()))
+
+
+def _run(name: str, repeat: int, rate: float) -> contenders.RunResult:
+    return contenders.RunResult(
+        contender=name,
+        workers=4,
+        repeat=repeat,
+        leads=100,
+        drain_per_s=rate,
+        push_bulk_per_s=1.0,
+        push_single_per_s=1.0,
+        lease_p50_ms=2.0,
+        lease_p99_ms=9.0,
+        complete_p50_ms=2.0,
+        complete_p99_ms=9.0,
+        lease_calls=100,
+        client_cpu_ms_per_lead=0.1,
+        drain_s=1.0,
+        load_before=1.0,
+        load_after=1.0,
+    )
+
+
+def test_before_pairs_each_rest_contender_and_reports_its_ratio_round_by_round(
+    tmp_path: Path,
+) -> None:
+    chosen = [c for c in contenders.all_contenders() if c.name in ("ceiling-b1", "rest-1proc-b1")]
+    paired = contenders.with_before(chosen, tmp_path)
+    assert [c.name for c in paired] == ["ceiling-b1", "rest-1proc-b1", "rest-1proc-b1 (before)"]
+    assert [[c.name for c in group] for group in contenders.twins(paired)] == [
+        ["ceiling-b1"],
+        ["rest-1proc-b1", "rest-1proc-b1 (before)"],
+    ]
+    older = paired[2]
+    assert older.source == tmp_path and older.schema == contenders.BEFORE_SCHEMA
+    assert older.label.endswith("(before)") and paired[1].schema == "leaseq"
+    results = [
+        _run("rest-1proc-b1", 0, 900.0),
+        _run("rest-1proc-b1 (before)", 0, 1000.0),
+        _run("rest-1proc-b1", 1, 1100.0),
+        _run("rest-1proc-b1 (before)", 1, 1000.0),
+        _run("rest-1proc-b1", 2, 1000.0),
+        _run("rest-1proc-b1 (before)", 2, 800.0),
+    ]
+    [row] = cli.before_and_after(results, paired, [4])
+    assert row["contender"] == "rest-1proc-b1"
+    assert (row["after_median"], row["before_median"], row["ratio"]) == (1000.0, 1000.0, 1.0)
+    assert row["ratio_rounds"] == [0.9, 1.1, 1.25]
+    assert (row["before_min"], row["before_max"]) == (800.0, 1000.0)
+    assert (
+        "| 1 | 4 | 1,000 (900-1,100) | 1,000 (800-1,000) | 1.00 | 0.90, 1.10, 1.25 |"
+        in cli.before_and_after_markdown([row])
+    )
