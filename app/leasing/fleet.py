@@ -213,7 +213,9 @@ class Fleet:
                     continue
                 if leased.leases:
                     return leased.leases
-        return []
+        # A retry whose first try's leads are held (their sessions may show no work now, so
+        # none was chosen) still gets them back.
+        return await self.sessions.remembered(request, now)
 
     def _skip(self, session: str, exc: BaseException) -> None:
         """``session``'s lease statement failed on its own rows: skip it for FAILED_RETRY_S,

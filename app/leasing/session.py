@@ -168,6 +168,21 @@ class SessionLeases:
         ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
         return _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
 
+    async def remembered(self, request: LeaseRequest, now: datetime | None) -> list[Lease]:
+        """The leases a keyed request's first try took that are still valid; [] when it has
+        no key, or its key is free. Raises InvalidInput when the key was used for another
+        request."""
+        if request.idempotency_key is None:
+            return []
+        found = await self.queue.db.rows(
+            statements.remembered(verb="lease", key=request.idempotency_key)
+        )
+        if not found:
+            return []
+        asked = idempotency.fingerprint(request.stands_for(self._call(request).ttl))
+        answer = idempotency.answer_for(asked, found[0]["request"], found[0]["answer"])
+        return (await self.queue.db.run(lambda conn: _decode(conn, answer, now))).leases
+
     async def complete_and_lease(
         self,
         session: str,

@@ -18,7 +18,16 @@ from app.store import statements
 from app.store.pool import libpq_url
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead, SessionSettings
-from tests.support import T0, at, events, fetch, leads, leasing_of, statements_run
+from tests.support import (
+    T0,
+    across,
+    at,
+    events,
+    fetch,
+    leads,
+    leasing_of,
+    statements_run,
+)
 from tests.support.in_process import until
 
 
@@ -224,3 +233,20 @@ async def test_a_keyed_lease_that_overtakes_its_first_try_gets_that_try_s_leases
         leases = await asyncio.wait_for(retry, 10)
     assert sorted(lease.token for lease in leases) == tokens
     assert (await queue.stats("s")).leased == 2
+
+
+async def test_a_keyed_lease_across_sessions_sent_again_gets_its_leases_back(
+    queue: Queue,
+) -> None:
+    """The first try took the only lead: its session shows no work when the retry comes, so
+    the retry chooses no session, and still gets the lease back from the key."""
+    await queue.push("a1", leads(1), now=T0)
+    leasing = leasing_of(queue)
+    request = across(None, "w", idempotency_key="fleet-1", ttl_s=60)
+    [first] = await leasing.lease(request, now=T0)
+    await leasing.fleet.read()  # the view now says a1 has nothing available
+    [again] = await leasing.lease(request, now=at(1))
+    assert (again.lead.id, again.token) == (first.lead.id, first.token)
+    with pytest.raises(InvalidInput, match="Idempotency-Key"):
+        await leasing.lease(across(None, "v", idempotency_key="fleet-1"), now=at(2))
+    assert await leasing.lease(across(None, "w", idempotency_key="fleet-2"), now=at(2)) == []
