@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
@@ -387,6 +387,9 @@ async def execute(
             report(exc)
         conn.prepare_threshold = None
         cursor = await conn.execute(text, bound, prepare=False)
-    if cursor.description is None:
+    # The result's status, not ``cursor.description``: that builds a Column per column on
+    # every call, and the row factory builds them once already.
+    result = cursor.pgresult
+    if result is None or result.status != ExecStatus.TUPLES_OK:
         return []
     return await cursor.fetchall()
