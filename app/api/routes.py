@@ -57,9 +57,10 @@ from app.api.schemas import (
     SettingsOut,
     SweepIn,
     SweepOut,
+    TraceparentHeader,
 )
 from app.dashboard import page
-from app.domain import overview, report, timeline
+from app.domain import overview, report, timeline, validation
 from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
@@ -187,14 +188,23 @@ async def push(
     queue: QueueDep,
     principal: Pushing,
     idempotency_key: IdempotencyKey = None,
+    traceparent: TraceparentHeader = None,
 ) -> PushOut:
     """Queue up to 1000 leads. A lead whose `key` is already in the session is not pushed
     again: its existing id stands in its place and it counts as a duplicate.
 
     With an `Idempotency-Key`, the same push sent again (its answer was lost) gets the
-    first answer and pushes nothing; the key sent with another request is refused (422)."""
+    first answer and pushes nothing; the key sent with another request is refused (422).
+
+    A `traceparent` header (W3C Trace Context) is stored on every lead without its own; a
+    malformed one is ignored."""
     leads = [NewLead(**lead.model_dump()) for lead in body.leads]
-    result = await queue.push(session, leads, idempotency_key=idempotency_key)
+    result = await queue.push(
+        session,
+        leads,
+        idempotency_key=idempotency_key,
+        traceparent=validation.header_traceparent(traceparent),
+    )
     metrics.PUSHED.inc(result.created)
     return PushOut.model_validate(result)
 

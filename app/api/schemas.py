@@ -63,6 +63,7 @@ from leaseq.limits import (
     MIN_TTL_S,
     MIN_WEIGHT,
     SESSION_PATTERN,
+    TRACEPARENT_PATTERN,
 )
 from leaseq.model import (
     AllCounts,
@@ -107,6 +108,18 @@ IdempotencyKey = Annotated[
             "the first answer comes back instead of a second effect. Kept for "
             "LEASEQ_IDEMPOTENCY_TTL_S at least."
         ),
+    ),
+]
+
+# The request's W3C traceparent, for every lead of a push without its own. Not checked
+# here: a malformed one is ignored (app.domain.validation.header_traceparent).
+TraceparentHeader = Annotated[
+    str | None,
+    Header(
+        alias="traceparent",
+        description="W3C Trace Context of the producer's span, stored on each lead without "
+        "its own `traceparent`; ignored when malformed. Not part of what an Idempotency-Key "
+        "names: a retry in another span is the same push.",
     ),
 ]
 
@@ -171,6 +184,12 @@ class NewLeadIn(Body):
     )
     max_runtime_s: MaxRuntimeS | None = Field(
         None, description="No renewal past this many seconds after a lease; null: the session's."
+    )
+    traceparent: str | None = Field(
+        None,
+        pattern=TRACEPARENT_PATTERN,
+        description="W3C Trace Context (version not ff, ids not all zeros): handed to the "
+        "workers of the lead; wins over the request's traceparent header.",
     )
 
 
@@ -323,6 +342,7 @@ class SweepIn(Body):
 _LEAD_DESCRIPTIONS = {
     "checkpoint": "What the last holder's renewals carried; null: none.",
     "max_runtime_s": "Its own; null: the session's default.",
+    "traceparent": "W3C Trace Context it was pushed with; null: none.",
 }
 
 

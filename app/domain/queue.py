@@ -275,6 +275,7 @@ class Queue:
         leads: Sequence[NewLead],
         *,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
         now: datetime | None = None,
     ) -> PushResult:
         """Queue up to 1,000 leads; a key already in the session is not pushed again.
@@ -282,6 +283,10 @@ class Queue:
         With an ``idempotency_key`` the push happens once: the same push again
         with that key gets the first answer (``app.domain.idempotency``). Raises
         InvalidInput (nothing written) for a bad session, lead or key.
+
+        ``traceparent`` (the request's header, already checked) is stored on each lead that
+        carries none of its own. It is not part of the request an idempotency key names: a
+        retry sent in another span is the same push (docs/contract.md#trace-context).
         """
         validation.session(session)
         validation.push_batch(leads)
@@ -307,6 +312,7 @@ class Queue:
             delays=[float(lead.delay_s) for lead in rows],
             concurrency_keys=[lead.concurrency_key for lead in rows],
             max_runtimes=[lead.max_runtime_s for lead in rows],
+            traceparents=[lead.traceparent or traceparent for lead in rows],
             now=now,
             ledger=self.ledger,
         )
@@ -355,6 +361,7 @@ class Queue:
         validation.delay(lead.delay_s, f"{field}.delay_s")
         validation.concurrency_key(lead.concurrency_key, f"{field}.concurrency_key")
         validation.max_runtime(lead.max_runtime_s, f"{field}.max_runtime_s")
+        validation.traceparent(lead.traceparent, f"{field}.traceparent")
         return validation.payload(
             lead.payload, f"{field}.payload", max_bytes=self.max_payload_bytes
         )

@@ -216,6 +216,20 @@ def concurrency_key(value: Any, field: str) -> None:
     text(field, value, max_chars=MAX_CONCURRENCY_KEY_CHARS, optional=True)
 
 
+def traceparent(value: Any, field: str) -> None:
+    """A lead's W3C ``traceparent``, checked strictly (docs/contract.md#trace-context), or None."""
+    if (fault := checks.traceparent_fault(value)) is not None:
+        raise InvalidInput(field, fault)
+
+
+def header_traceparent(value: str | None) -> str | None:
+    """A request's ``traceparent`` header: the value, or None when it is absent or malformed
+    (a receiver ignores a malformed one, as W3C Trace Context asks)."""
+    if value is None or checks.traceparent_fault(value.strip()) is not None:
+        return None
+    return value.strip()
+
+
 def pause_for(value: Any) -> float | None:
     """A pause's length in seconds (None: until resumed)."""
     if value is None:

@@ -44,6 +44,7 @@ from leaseq.limits import (
     SESSION_SCOPE_PATTERN,
     TOKEN_NAME_PATTERN,
     TOKEN_ROLES,
+    TRACEPARENT_PATTERN,
 )
 from leaseq.model import FINAL_STATUSES, STATUSES
 
@@ -112,6 +113,8 @@ leads = Table(
     Column("concurrency_key", Text, nullable=True),
     Column("max_runtime_s", Integer, nullable=True),
     Column("runtime_ends_at", DateTime(timezone=True), nullable=True),
+    # The W3C traceparent the lead was pushed with (revision 0011), handed to its workers.
+    Column("traceparent", Text, nullable=True),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -129,6 +132,7 @@ leads = Table(
         name="leads_concurrency_key_valid",
     ),
     CheckConstraint(f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="leads_max_runtime_valid"),
+    CheckConstraint(f"traceparent ~ '{TRACEPARENT_PATTERN}'", name="leads_traceparent_valid"),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),

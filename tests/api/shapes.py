@@ -29,6 +29,7 @@ LEAD_KEYS = {
     "checkpoint",
     "concurrency_key",
     "max_runtime_s",
+    "traceparent",
 }
 LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
 COUNT_KEYS = {

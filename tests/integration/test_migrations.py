@@ -367,6 +367,25 @@ def test_0010_adds_schedules_and_the_ended_trigger(
     assert _schema(sync_engine) == before
 
 
+def test_0011_adds_traceparent_to_leads_already_there_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """Leads already there have none; the constraint holds a value to the W3C form."""
+    migrate.upgrade(empty_database_url, "0010")
+    before = _schema(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(text("INSERT INTO leads (session, payload) VALUES ('s', '{}')"))
+    migrate.upgrade(empty_database_url, "0011")
+    with sync_engine.begin() as conn:
+        assert conn.execute(text("SELECT traceparent FROM leads")).scalar_one() is None
+        good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        conn.execute(text("UPDATE leads SET traceparent = :t"), {"t": good})
+    with pytest.raises(IntegrityError), sync_engine.begin() as conn:
+        conn.execute(text("UPDATE leads SET traceparent = 'not-a-traceparent'"))
+    migrate.downgrade(empty_database_url, "0010")
+    assert _schema(sync_engine) == before
+
+
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:
     migrate.upgrade(empty_database_url)
     with sync_engine.connect() as conn:

@@ -90,6 +90,9 @@ def main() -> int:
         mode = mode.removesuffix("_first") if attempt == 1 else "ok"
     if mode == "checkpoint":
         return _checkpoint(Path(os.environ["LEASEQ_CHECKPOINT_FILE"]), attempt)
+    if mode == "traceparent":
+        print(json.dumps({"traceparent": os.environ.get("TRACEPARENT")}))
+        return 0
     if mode == "env":
         print(json.dumps(sorted(name for name in os.environ if name.startswith("LEASEQ_"))))
         return 0

@@ -41,7 +41,10 @@ def test_the_client_depends_on_httpx_sniffio_and_typer_only() -> None:
     client = pyproject(ROOT / "clients" / "python" / "pyproject.toml")
     names = {dependency.split(">")[0].split("=")[0] for dependency in client["dependencies"]}
     assert names == {"httpx", "sniffio", "typer"}
-    assert client["optional-dependencies"] == {"metrics": ["prometheus-client>=0.20"]}
+    assert client["optional-dependencies"] == {
+        "metrics": ["prometheus-client>=0.20"],
+        "otel": ["opentelemetry-api>=1.20"],  # imported lazily, by leaseq.worker.tracing
+    }
     assert client["scripts"] == {"leaseq": "leaseq.cli:main"}
 
 

@@ -30,10 +30,11 @@ WITH input AS (
     SELECT * FROM unnest(
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
-        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[]
+        %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[],
+        %(traceparents)s::text[]
     ) WITH ORDINALITY
         AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
-             max_runtime_s, ord)
+             max_runtime_s, traceparent, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -42,11 +43,11 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s)
+                       max_runtime_s, traceparent)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
-           max_runtime_s
+           max_runtime_s, traceparent
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -73,6 +74,7 @@ def push(
     parent_ids: list[int | None],
     payloads: list[str],
     priorities: list[int],
+    traceparents: list[str | None],
     now: datetime | None,
     ledger: bool,
 ) -> None:

@@ -24,6 +24,7 @@ from leaseq._wire import (
     DEFAULT_TIMEOUT_S,
     IDEMPOTENCY_HEADER,
     NO_RETRY,
+    TRACEPARENT_HEADER,
     Call,
     Exchange,
     RetryPolicy,
@@ -158,6 +159,7 @@ class Endpoints(Generic[_Transport]):
         leads: Sequence[NewLead | Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> Exchange[PushResult]:
         """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000 leads
         and ``max_body_bytes`` each.
@@ -165,6 +167,8 @@ class Endpoints(Generic[_Transport]):
         Each call is atomic on its own; ids come back in input order. Each is
         sent with an ``Idempotency-Key`` (``idempotency_key``, with the call's
         number after the first, or a fresh one), so its retries push once.
+        ``traceparent`` (W3C Trace Context) is sent as the header of each call: stored on
+        every lead without one of its own (``NewLead.traceparent``).
         """
         ids: list[int] = []
         created = duplicates = 0
@@ -172,6 +176,8 @@ class Endpoints(Generic[_Transport]):
         wire = [new_lead_body(lead) for lead in leads]
         for n, chunk in enumerate(push_bodies(wire, self.max_body_bytes)):
             once = {IDEMPOTENCY_HEADER: key if n == 0 else f"{key}.{n}"}
+            if traceparent is not None:
+                once[TRACEPARENT_HEADER] = traceparent
             path = f"/sessions/{seg(session)}/leads"
             data = (yield Call("POST", path, {"leads": chunk}, headers=once)).json()
             ids.extend(data["ids"])

@@ -67,6 +67,7 @@ from leaseq.model import (
 DEFAULT_TIMEOUT_S = 10.0
 RETRY_STATUSES = frozenset({502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+TRACEPARENT_HEADER = "traceparent"
 _T = TypeVar("_T")
 
 
@@ -359,7 +360,8 @@ def new_lead_body(lead: NewLead | Mapping[str, Any]) -> dict[str, Any]:
         "depth": lead.depth,
         "delay_s": lead.delay_s,
     }
-    for name in ("key", "parent_id", "max_attempts", "concurrency_key", "max_runtime_s"):
+    names = ("key", "parent_id", "max_attempts", "concurrency_key", "max_runtime_s", "traceparent")
+    for name in names:
         if (value := getattr(lead, name)) is not None:
             body[name] = value
     return body

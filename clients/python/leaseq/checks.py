@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from leaseq.limits import MAX_JSON_DEPTH
+from leaseq.limits import MAX_JSON_DEPTH, TRACEPARENT_PATTERN
 
 # A surrogate code point in a Python str is always unpaired (a JSON parser joins a pair into
 # one character): UTF-8, and so PostgreSQL, cannot hold it; nor can jsonb hold a NUL.
@@ -84,3 +84,21 @@ def json_fault(value: Any) -> str | None:
         else:
             stack.extend((item, level + 1) for item in node)
     return None
+
+
+_traceparent_re = re.compile(TRACEPARENT_PATTERN)
+TRACEPARENT_FAULT = (
+    "must be a W3C traceparent: 2 hex digits of version (not ff), 32 of trace id and 16 of "
+    "parent id (neither all zeros), 2 of flags, joined by '-', in lowercase"
+)
+
+
+def traceparent_fault(value: Any, *, nullable: bool = True) -> str | None:
+    """A W3C Trace Context ``traceparent`` (or None, when ``nullable``), checked strictly."""
+    if value is None and nullable:
+        return None
+    if isinstance(value, str) and _traceparent_re.fullmatch(value):
+        version, trace_id, parent_id, _flags = value.split("-")
+        if version != "ff" and trace_id != "0" * 32 and parent_id != "0" * 16:
+            return None
+    return TRACEPARENT_FAULT

@@ -52,6 +52,8 @@ MAX_JSON_DEPTH = 64
 MAX_BODY_DEPTH = MAX_JSON_DEPTH + 3
 # An Idempotency-Key header (push, lease): visible ASCII, as a UUID or any opaque id.
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,255}$"
+# W3C Trace Context, as leaseq stores it: version, trace id, parent id, flags (lowercase hex).
+TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 INT32_MAX = 2**31 - 1  # priority and depth are PostgreSQL integers
 INT64_MAX = 2**63 - 1  # lead ids are bigint

@@ -35,6 +35,8 @@ class NewLead:
     # no renewal past max_runtime_s after a lease (None: the session's default).
     concurrency_key: str | None = None
     max_runtime_s: int | None = None
+    # W3C Trace Context: the producer's span, for the worker (docs/contract.md#trace-context).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ class Lead:
     checkpoint: JSON = None  # what a holder's renewal last carried; the next holder resumes there
     concurrency_key: str | None = None
     max_runtime_s: int | None = None  # its own; None: the session's default, if any
+    traceparent: str | None = None  # W3C Trace Context of the push; None: none
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from leaseq.checks import integer_fault, json_fault, number_fault, text_fault
+from leaseq.checks import integer_fault, json_fault, number_fault, text_fault, traceparent_fault
 from leaseq.cli.output import CliError
 from leaseq.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -189,6 +189,7 @@ _FIELDS: dict[str, Callable[[Any], str | None]] = {
     "parent_id": _integer(1, MAX_LEAD_ID, nullable=True),
     "max_attempts": _integer(1, MAX_ATTEMPTS, nullable=True),
     "delay_s": _delay,
+    "traceparent": traceparent_fault,
 }
 
 

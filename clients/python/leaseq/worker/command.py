@@ -41,6 +41,7 @@ GUARD = Path(guard.__file__).resolve()
 SECRET_PREFIX = "LEASEQ_"  # the worker's own settings: its token, the service's URL ...
 GUARD_SETTLE_S = 1.0  # beyond the kill grace, for the guard to reap the tree and answer
 CHECKPOINT_ENV = "LEASEQ_CHECKPOINT_FILE"
+TRACEPARENT_ENV = "TRACEPARENT"  # the lead's W3C traceparent (the name OpenTelemetry reads)
 READ_BYTES = 1 << 16
 
 
@@ -61,6 +62,8 @@ def lead_variables(job: Job, checkpoint_file: Path | None = None) -> dict[str, s
     """The variables of one lead, the only ``LEASEQ_*`` ones a command sees."""
     env = {"LEASEQ_LEAD_ID": str(job.id), "LEASEQ_ATTEMPT": str(job.attempt)}
     env["LEASEQ_SESSION"] = job.session
+    if job.lead.traceparent is not None:
+        env[TRACEPARENT_ENV] = job.lead.traceparent
     if checkpoint_file is not None:
         env[CHECKPOINT_ENV] = str(checkpoint_file)
     return env
@@ -267,7 +270,8 @@ class Command:
 
     The payload goes as JSON on stdin; ``LEASEQ_LEAD_ID``, ``LEASEQ_ATTEMPT``,
     ``LEASEQ_SESSION`` and ``LEASEQ_CHECKPOINT_FILE`` (``CheckpointFile``) are
-    in its environment, and no other ``LEASEQ_*`` variable. Exit 0 → done,
+    in its environment, and no other ``LEASEQ_*`` variable; ``TRACEPARENT`` too when the
+    lead carries one. Exit 0 → done,
     with stdout parsed as JSON (or ``{"output": text}``; nothing → null).
     Non-zero → the failure path, with the tail of stderr as the error.
     Stopped (lease lost, not renewed in time, max runtime, shutdown) → its

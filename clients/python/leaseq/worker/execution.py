@@ -8,7 +8,8 @@ handler is cancelled as a task; a sync handler runs on a thread of the
 worker's (``HandlerThreads``: one per lead running, reused; with the caller's
 context variables) and is told through the ``CancelToken`` of its ``Job``,
 which it polls; a command's whole process tree is killed
-(``leaseq.worker.command``). A handler that does not stop within its kill
+(``leaseq.worker.command``). Either runs in the span of its lead's trace context, where
+OpenTelemetry is installed (``leaseq.worker.tracing``). A handler that does not stop within its kill
 grace is abandoned: its outcome says so, and nothing is sent for it.
 
 Sends nothing: ``settling`` does, from the outcome.
@@ -31,6 +32,7 @@ from leaseq.model import JSON
 from leaseq.worker.core import WorkerCore
 from leaseq.worker.held import Held
 from leaseq.worker.job import Cached, HandlerUnusable, Job, StopReason, Throttled
+from leaseq.worker.tracing import handler_span
 
 log = logging.getLogger("leaseq.worker")
 
@@ -70,14 +72,18 @@ class Execution(WorkerCore):
     def _launch(self, job: Job) -> asyncio.Future[Any]:
         """Start the handler: a task if it is async, else on a thread of the worker's."""
         if self._is_async:
-            return asyncio.ensure_future(self.handler(job))
+            return asyncio.ensure_future(self._traced(job))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         context = contextvars.copy_context()
 
+        def traced() -> Any:
+            with handler_span(job):
+                return self.handler(job)
+
         def target() -> Callable[[], None]:
             try:
-                result = context.run(self.handler, job)
+                result = context.run(traced)
             except BaseException as exc:
                 error = exc  # the name ``exc`` is gone once the except clause ends
                 return lambda: _deliver(loop, future, None, error)
@@ -88,6 +94,11 @@ class Execution(WorkerCore):
         self._threads.run(target)
         future.add_done_callback(_consume)
         return future
+
+    async def _traced(self, job: Job) -> Any:
+        """An async handler's run, in the span of its lead's trace context (``tracing``)."""
+        with handler_span(job):
+            return await self.handler(job)
 
     async def _until(self, held: Held, deadline: float, work: asyncio.Future[Any] | None) -> None:
         """Sleep until ``deadline`` (the worker's clock), the lease is interrupted or confirmed,
