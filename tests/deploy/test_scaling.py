@@ -133,6 +133,7 @@ PARAMETERS: dict[str, Any] = {
     "delays": [0.0],
     "concurrency_keys": [None],
     "max_runtimes": [None],
+    "traceparents": [None],
     "owner": "w",
     "max": 10,
     "tokens": ["t"],

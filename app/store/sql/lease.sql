@@ -215,7 +215,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -282,7 +282,7 @@ remembered AS (
     FROM leased
     HAVING count(*) > 0
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -392,9 +392,9 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -470,9 +470,9 @@ ledger AS (
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -553,9 +553,9 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -623,9 +623,9 @@ leased AS (
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
