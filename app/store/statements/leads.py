@@ -31,10 +31,10 @@ WITH input AS (
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
         %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[],
-        %(traceparents)s::text[]
+        %(traceparents)s::text[], %(has_dependents)s::bool[]
     ) WITH ORDINALITY
         AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
-             max_runtime_s, traceparent, ord)
+             max_runtime_s, traceparent, has_dependents, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -43,11 +43,11 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent)
+                       max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
-           max_runtime_s, traceparent
+           max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -68,6 +68,7 @@ def push(
     concurrency_keys: list[str | None],
     delays: list[float],
     depths: list[int],
+    has_dependents: list[bool],
     keys: list[str | None],
     max_attempts: list[int],
     max_runtimes: list[int | None],
