@@ -221,3 +221,14 @@ async def test_a_push_racing_its_parent_s_completion_counts_it_once(queue: Queue
     _, children = await asyncio.gather(complete_all(), push_children())
     assert (await queue.stats("s")).blocked == 0
     assert sorted(await lease_all(queue, "s")) == children
+
+
+async def test_pruning_a_parent_takes_its_edges(queue: Queue, db: Database) -> None:
+    _parent, child = (
+        await queue.push("s", [NewLead({}, key="p"), NewLead({}, after=[{"key": "p"}])])
+    ).ids
+    await finish(queue, "s")
+    await finish(queue, "s")
+    assert await fetch(db, "SELECT lead_id FROM lead_dependencies") == [{"lead_id": child}]
+    await queue.prune(older_than_s=0)
+    assert await fetch(db, "SELECT lead_id FROM lead_dependencies") == []

@@ -718,7 +718,8 @@ FROM retried;
 -- ========================================================================================
 -- prune
 --
--- Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
+-- Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, their events and
+-- the edges of the leads that waited on them (``lead_dependencies``).
 --
 -- Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
 -- (an operator's retry) for a later batch, so pruning never waits on a lock
@@ -730,7 +731,7 @@ FROM retried;
 
 -- name: prune (scoped=True)
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
       AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
       AND session = %(session)s
@@ -741,6 +742,12 @@ WITH doomed AS (
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
 ),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
+),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
 )
@@ -748,7 +755,7 @@ SELECT count(*) AS pruned FROM pruned;
 
 -- name: prune (scoped=False)
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
       AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
       
@@ -758,6 +765,12 @@ WITH doomed AS (
 ),
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
 ),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id

@@ -397,7 +397,7 @@ def _prune(scoped: bool) -> str:
     session_filter = "AND session = %(session)s" if scoped else ""
     return f"""
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN {TERMINAL}
       AND updated_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
       {session_filter}
@@ -407,6 +407,12 @@ WITH doomed AS (
 ),
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
 ),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
@@ -424,7 +430,8 @@ def prune(
     now: datetime | None,
     scoped: bool,
 ) -> None:
-    """Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
+    """Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, their events and
+    the edges of the leads that waited on them (``lead_dependencies``).
 
     Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
     (an operator's retry) for a later batch, so pruning never waits on a lock
