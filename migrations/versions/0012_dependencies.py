@@ -95,6 +95,9 @@ def _on_citus() -> bool:
 
 
 def upgrade() -> None:
+    # The function first: on a Citus cluster a function is not created in a transaction
+    # that has already altered a distributed table (``leads``) in parallel.
+    op.execute(DEPENDENTS_FUNCTION)
     op.add_column(
         "leads",
         sa.Column("after", ARRAY(sa.BigInteger()), server_default=sa.text("'{}'"), nullable=False),
@@ -123,7 +126,6 @@ def upgrade() -> None:
         sa.Column("lead_id", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("session", "after_id", "lead_id", name="lead_dependencies_pkey"),
     )
-    op.execute(DEPENDENTS_FUNCTION)
     if not _on_citus():
         op.execute(DEPENDENTS_TRIGGER)
         return
