@@ -38,6 +38,7 @@ from app.leasing.request import LeaseRequest
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
+    MAX_AFTER,
     MAX_ATTEMPTS,
     MAX_BURST,
     MAX_CONCURRENCY_KEY_CHARS,
@@ -191,6 +192,28 @@ class NewLeadIn(Body):
         description="W3C Trace Context (version not ff, ids not all zeros): handed to the "
         "workers of the lead; wins over the request's traceparent header.",
     )
+    after: list[LeadId | AfterKeyIn] = Field(
+        default_factory=list,
+        max_length=MAX_AFTER,
+        description="Not available until each of these leads of the session is done or "
+        'cached: an id, or {"key": k} for the lead with that key (pushed before, or earlier '
+        "in this call); failed when one of them fails.",
+    )
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _integral_ids(cls, value: Any) -> Any:
+        """The ids of ``after`` as every integer of a body: 5.0 is 5 (``Body._integral``)."""
+        if isinstance(value, list):
+            return [
+                int(item) if isinstance(item, float) and item.is_integer() else item
+                for item in value
+            ]
+        return value
+
+
+class AfterKeyIn(Body):
+    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
 
 
 class PushIn(Body):
@@ -343,6 +366,7 @@ _LEAD_DESCRIPTIONS = {
     "checkpoint": "What the last holder's renewals carried; null: none.",
     "max_runtime_s": "Its own; null: the session's default.",
     "traceparent": "W3C Trace Context it was pushed with; null: none.",
+    "after": "The ids of the leads it waits on; []: none.",
 }
 
 
@@ -497,6 +521,7 @@ class CountsOut(Answer):
     done: int
     failed: int
     cached: int
+    blocked: int = Field(description="Queued leads waiting on others (in queued too).")
     pending: int = Field(description="queued + leased")
     oldest_available_age_s: float | None = Field(
         description="Seconds, on the database clock, since the oldest lead that could be "
@@ -647,6 +672,7 @@ class LeadEventsOut(Answer):
     lead: LeadOut
     events: list[EventOut] = Field(description=f"The newest {MAX_EVENTS:,} events, oldest first.")
     earlier_events: int = Field(description="Events older than those listed.")
+    dependents: list[int] = Field(description="The ids of the leads that wait on this one.")
 
     @classmethod
     def of(cls, timeline: Timeline) -> LeadEventsOut:

@@ -38,6 +38,7 @@ def _session(view: SessionView) -> dict[str, Any]:
     return {
         "name": view.name,
         **{status: getattr(view.counts, status) for status in STATUSES},
+        "blocked": view.counts.blocked,
         "pending": view.counts.pending,
         "oldest_available_age_s": view.counts.oldest_available_age_s,
         **(_settings(view.settings) if view.settings else NO_SETTINGS),

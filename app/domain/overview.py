@@ -85,13 +85,16 @@ class Snapshot:
 Rows = list[Row]
 
 
-async def _read(conn: Connection) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows]:
+async def _read(
+    conn: Connection,
+) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows, Rows]:
     [now] = await execute(conn, statements.db_now())
     [autovacuum] = await execute(conn, statements.autovacuum())
     return (
         cast(datetime, now["now"]),
         bool(autovacuum["enabled"]),
         await execute(conn, statements.stats_all()),
+        await execute(conn, statements.blocked(session=None)),
         await execute(conn, statements.oldest_available(now=None)),
         await execute(conn, statements.settings_all(now=None)),
         await execute(conn, statements.per_minute(window_minutes=WINDOW_MINUTES)),
@@ -114,13 +117,14 @@ async def snapshot(
         now,
         autovacuum,
         counts_rows,
+        blocked_rows,
         oldest_rows,
         settings_rows,
         minute_rows,
         expiring_rows,
         failure_rows,
     ) = await queue.db.run(_read)
-    counts = counts_by_session(counts_rows, oldest_rows)
+    counts = counts_by_session(counts_rows, oldest_rows, blocked_rows)
     settings = {r["session"]: settings_of(r) for r in settings_rows}
     completed: dict[str, list[int]] = {}
     wasted: dict[str, list[int]] = {}

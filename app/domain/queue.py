@@ -43,7 +43,7 @@ from typing import Any
 
 from app import metrics
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.domain import idempotency, validation
+from app.domain import dependencies, idempotency, validation
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
@@ -126,17 +126,22 @@ def _push_result(
 
 
 def counts_by_session(
-    rows: Sequence[Mapping[str, Any]], ages: Sequence[Mapping[str, Any]] = ()
+    rows: Sequence[Mapping[str, Any]],
+    ages: Sequence[Mapping[str, Any]] = (),
+    blocked: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Counts]:
     """The rows of ``statements.stats_all`` (session, status, n) as counts per session, by
     name, with the age of each session's oldest available lead from those of
-    ``statements.oldest_available``."""
+    ``statements.oldest_available``, and its blocked leads from ``statements.blocked``."""
     by_session: dict[str, dict[str, Any]] = {}
     for row in rows:
         by_session.setdefault(row["session"], {})[row["status"]] = int(row["n"])
     oldest = {row["session"]: float(row["age_s"]) for row in ages}
+    waiting = {row["session"]: int(row["n"]) for row in blocked}
     return {
-        name: Counts(**counts, oldest_available_age_s=oldest.get(name))
+        name: Counts(
+            **counts, blocked=waiting.get(name, 0), oldest_available_age_s=oldest.get(name)
+        )
         for name, counts in sorted(by_session.items())
     }
 
@@ -290,6 +295,7 @@ class Queue:
         """
         validation.session(session)
         validation.push_batch(leads)
+        wanted = dependencies.Wanted.of(leads)
         to_insert: list[int] = []  # input positions; the first lead of each key only
         first_of_key: set[str] = set()
         payloads: list[str] = []
@@ -301,23 +307,26 @@ class Queue:
                     first_of_key.add(lead.key)
         inserting = set(to_insert)
         rows = [leads[i] for i in to_insert]
-        statement = statements.push(
-            session=session,
-            priorities=[lead.priority for lead in rows],
-            payloads=[payloads[i] for i in to_insert],
-            keys=[lead.key for lead in rows],
-            depths=[lead.depth for lead in rows],
-            parent_ids=[lead.parent_id for lead in rows],
-            max_attempts=[lead.max_attempts or self.default_max_attempts for lead in rows],
-            delays=[float(lead.delay_s) for lead in rows],
-            concurrency_keys=[lead.concurrency_key for lead in rows],
-            max_runtimes=[lead.max_runtime_s for lead in rows],
-            traceparents=[lead.traceparent or traceparent for lead in rows],
-            now=now,
-            ledger=self.ledger,
-        )
 
-        async def insert(conn: Connection) -> PushResult:
+        def push_of(parents: frozenset[int]) -> Statement:
+            return statements.push(
+                session=session,
+                has_dependents=[i in parents for i in to_insert],
+                priorities=[lead.priority for lead in rows],
+                payloads=[payloads[i] for i in to_insert],
+                keys=[lead.key for lead in rows],
+                depths=[lead.depth for lead in rows],
+                parent_ids=[lead.parent_id for lead in rows],
+                max_attempts=[lead.max_attempts or self.default_max_attempts for lead in rows],
+                delays=[float(lead.delay_s) for lead in rows],
+                concurrency_keys=[lead.concurrency_key for lead in rows],
+                max_runtimes=[lead.max_runtime_s for lead in rows],
+                traceparents=[lead.traceparent or traceparent for lead in rows],
+                now=now,
+                ledger=self.ledger,
+            )
+
+        async def pushed(conn: Connection, statement: Statement) -> tuple[PushResult, list[Row]]:
             inserted = await execute(conn, statement)
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
@@ -325,7 +334,17 @@ class Queue:
                     conn, statements.existing_keys(session=session, keys=list(missing))
                 )
                 id_by_key.update({row["key"]: row["id"] for row in found})
-            return _push_result(leads, inserting, inserted, id_by_key)
+            return _push_result(leads, inserting, inserted, id_by_key), inserted
+
+        async def insert(conn: Connection) -> PushResult:
+            if not wanted.refs:
+                return (await pushed(conn, push_of(frozenset())))[0]
+            async with conn.transaction():  # the leads and their edges, or nothing
+                resolved = await dependencies.resolve(conn, session, leads, wanted)
+                result, inserted = await pushed(conn, push_of(resolved.parents))
+                new_ids = {row["id"] for row in inserted}
+                await dependencies.add(conn, session, resolved, result.ids, new_ids, now)
+                return result
 
         if idempotency_key is None:
             return await self.db.run(insert)
@@ -774,21 +793,26 @@ class Queue:
         validation.session(session)
         rows = await self._run(statements.stats(session=session, now=now))
         counts = {row["status"]: row["n"] for row in rows if row["status"] is not None}
+        blocked = await self._run(statements.blocked(session=session))
         first = rows[0]
         return Counts(
-            **counts, oldest_available_age_s=first["age_s"], paused_until=first["paused_until"]
+            **counts,
+            blocked=sum(int(row["n"]) for row in blocked),
+            oldest_available_age_s=first["age_s"],
+            paused_until=first["paused_until"],
         )
 
     async def stats_all(self, *, now: datetime | None = None) -> AllCounts:
         """Lead counts per session, and their total; each with its oldest available lead's age."""
 
-        async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row]]:
+        async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row], list[Row]]:
             counts = await execute(conn, statements.stats_all())
             ages = await execute(conn, statements.oldest_available(now=now))
-            return counts, ages, await execute(conn, statements.paused_all(now=now))
+            paused = await execute(conn, statements.paused_all(now=now))
+            return counts, ages, paused, await execute(conn, statements.blocked(session=None))
 
-        counts, ages, paused = await self.db.run(read)
-        sessions = counts_by_session(counts, ages)
+        counts, ages, paused, blocked = await self.db.run(read)
+        sessions = counts_by_session(counts, ages, blocked)
         for row in paused:
             if row["session"] in sessions:
                 counts_of = sessions[row["session"]]

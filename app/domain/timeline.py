@@ -1,6 +1,7 @@
 """One lead and its ledger: what the dashboard's page for a lead shows.
 
-The lead as it is now (payload, result, error, checkpoint, its lease) and its
+The lead as it is now (payload, result, error, checkpoint, its lease, the leads it waits
+on), the leads that wait on it (``dependents``, docs/contract.md#dependencies) and its
 ``lead_events`` rows in the order they were written: pushed, each lease (with
 its attempt and owner), its release, expiry (swept; ``expires_at`` is the expiry
 the sweeper found, so the last renewal's), completion, an operator's cancel or
@@ -17,7 +18,7 @@ domain, as the report is. Knows nothing of HTTP.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.domain import validation
@@ -50,25 +51,29 @@ class Timeline:
     lead: Lead
     events: list[Event]
     earlier_events: int = 0
+    dependents: list[int] = field(default_factory=list)  # the leads that wait on it
 
 
 async def timeline(queue: Queue, lead_id: int) -> Timeline:
     """A lead and its newest events, oldest first. Raises InvalidInput, NotFound."""
     validation.lead_id(lead_id)
 
-    async def read(conn: Connection) -> tuple[list[Row], list[Row]]:
+    async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row]]:
         async with conn.transaction():
             await execute(conn, sql.one_snapshot())
             leads = await execute(conn, sql.get(lead_id=lead_id))
             if not leads:
-                return leads, []
-            events = sql.lead_events(session=leads[0]["session"], lead_id=lead_id, limit=MAX_EVENTS)
-            return leads, await execute(conn, events)
+                return leads, [], []
+            session = leads[0]["session"]
+            events = sql.lead_events(session=session, lead_id=lead_id, limit=MAX_EVENTS)
+            waiting = sql.dependents(session=session, lead_id=lead_id)
+            return leads, await execute(conn, events), await execute(conn, waiting)
 
-    leads, rows = await queue.db.run(read)
+    leads, rows, dependents = await queue.db.run(read)
     if not leads:
         raise NotFound(f"no lead {lead_id}")
     events = [Event(**{name: row[name] for name in Event.__slots__}) for row in rows]
     total = int(rows[0]["total"]) if rows else 0
     lead = Lead(**{name: leads[0][name] for name in Lead.__slots__})
-    return Timeline(lead, events, earlier_events=total - len(events))
+    waiting_on_it = [row["lead_id"] for row in dependents]
+    return Timeline(lead, events, earlier_events=total - len(events), dependents=waiting_on_it)

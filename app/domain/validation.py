@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, cast
 
 from leaseq import checks
 from leaseq.errors import InvalidInput
 from leaseq.limits import (
     INT32_MAX,
     INT64_MAX,
+    MAX_AFTER,
     MAX_BURST,
     MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
     MAX_ITEM_BATCH,
+    MAX_KEY_CHARS,
     MAX_LEASE_BATCH,
     MAX_LEASE_SESSIONS,
     MAX_OWNER_CHARS,
@@ -228,6 +230,23 @@ def header_traceparent(value: str | None) -> str | None:
     if value is None or checks.traceparent_fault(value.strip()) is not None:
         return None
     return value.strip()
+
+
+def after(value: Any, field: str) -> list[int | str]:
+    """A lead's ``after``: up to MAX_AFTER lead ids, or ``{"key": k}`` for a key; the ids as
+    ints, the keys as strs (docs/contract.md#dependencies)."""
+    if not isinstance(value, list | tuple) or len(value) > MAX_AFTER:
+        raise InvalidInput(field, f'must be a list of at most {MAX_AFTER} lead ids or {{"key": k}}')
+    refs: list[int | str] = []
+    for j, item in enumerate(value):
+        if isinstance(item, Mapping):
+            if set(item) != {"key"}:
+                raise InvalidInput(f"{field}[{j}]", 'must be a lead id or {"key": k}')
+            key = text(f"{field}[{j}].key", item["key"], max_chars=MAX_KEY_CHARS)
+            refs.append(cast(str, key))
+        else:
+            refs.append(lead_id(item, f"{field}[{j}]"))
+    return refs
 
 
 def pause_for(value: Any) -> float | None:

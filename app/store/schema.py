@@ -27,11 +27,12 @@ from sqlalchemy import (
     event,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.engine import URL, make_url
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
+from app.store.statements.dependencies import DEPENDENTS_FUNCTION, DEPENDENTS_TRIGGER
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from leaseq.limits import (
     MAX_ATTEMPTS,
@@ -115,6 +116,14 @@ leads = Table(
     Column("runtime_ends_at", DateTime(timezone=True), nullable=True),
     # The W3C traceparent the lead was pushed with (revision 0011), handed to its workers.
     Column("traceparent", Text, nullable=True),
+    # Dependencies (revision 0012; app.store.statements.dependencies): the ids it waits on,
+    # how many of them are not yet done or cached (above 0: blocked, scheduled at
+    # BLOCKED_UNTIL), whether any lead waits on it (the trigger's WHEN), and the time it was
+    # pushed for, kept while it is blocked.
+    Column("after", ARRAY(BigInteger), nullable=False, server_default=text("'{}'")),
+    Column("waiting_on", Integer, nullable=False, server_default=text("0")),
+    Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
+    Column("ready_at", DateTime(timezone=True), nullable=True),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -133,6 +142,9 @@ leads = Table(
     ),
     CheckConstraint(f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="leads_max_runtime_valid"),
     CheckConstraint(f"traceparent ~ '{TRACEPARENT_PATTERN}'", name="leads_traceparent_valid"),
+    CheckConstraint(
+        "waiting_on >= 0 AND (waiting_on = 0 OR scheduled)", name="leads_waiting_on_valid"
+    ),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),
@@ -150,6 +162,10 @@ leads = Table(
     # Due scheduled leads: of one session (the lease), of all (the sweeper's promotion).
     Index("leads_scheduled_due", "session", "available_at", postgresql_where=text("scheduled")),
     Index("leads_scheduled_at", "available_at", postgresql_where=text("scheduled")),
+    # Blocked leads per session, for the stats' ``blocked`` (revision 0012).
+    Index(
+        "leads_blocked", "session", postgresql_where=text("status = 'queued' AND waiting_on > 0")
+    ),
     # The dashboard's latest failures, read in the order they are shown.
     Index(
         "leads_failed_recent",
@@ -345,6 +361,18 @@ TRIGGERS = {
 CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
 
 
+# The edges of dependencies (revision 0012): ``lead_id`` waits on ``after_id``, both leads of
+# ``session``; read by the trigger leads_dependents from the parent's side.
+lead_dependencies = Table(
+    "lead_dependencies",
+    metadata,
+    Column("session", Text, nullable=False),
+    Column("after_id", BigInteger, nullable=False),
+    Column("lead_id", BigInteger, nullable=False),
+    PrimaryKeyConstraint("session", "after_id", "lead_id", name="lead_dependencies_pkey"),
+)
+
+
 # Requests waiting for a lead's outcome (GET /leads/{id}?wait_s=n), one row each while they
 # wait, so the trigger leads_ended notifies only when someone may listen (revision 0010;
 # app.store.statements.outcomes).
@@ -487,6 +515,10 @@ _ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _ended)
 _ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _ended_trigger)
+_dependents = DDL(DEPENDENTS_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _dependents)
+_dependents_trigger = DDL(DEPENDENTS_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _dependents_trigger)
 
 
 def sqlalchemy_url(url: str) -> URL:

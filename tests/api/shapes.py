@@ -30,6 +30,7 @@ LEAD_KEYS = {
     "concurrency_key",
     "max_runtime_s",
     "traceparent",
+    "after",
 }
 LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
 COUNT_KEYS = {
@@ -38,6 +39,7 @@ COUNT_KEYS = {
     "done",
     "failed",
     "cached",
+    "blocked",
     "pending",
     "oldest_available_age_s",
     "paused_until",

@@ -35,7 +35,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 SESSION = "crawl"
 TOKEN = "dashboard-token"
 AGE = "oldest_available_age_s"  # a reading of the clock: the page's and /stats' differ
-NOT_COUNTS = (AGE, "paused_until")
+NOT_COUNTS = (AGE, "paused_until", "blocked")  # blocked: within queued, not a column
 
 
 def push(http: httpx.Client, n: int) -> list[int]:

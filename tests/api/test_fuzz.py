@@ -16,7 +16,8 @@ jsonb cannot store, must get 422 ``validation_error`` rather than be accepted.
 A body over the size limit gets 413, which is a refusal like 422. A schedule's cron
 expression or time zone, which the document can only call a string, may be refused 422
 (``_semantic_refusal``), as may a lead's traceparent of the document's pattern (version ff,
-ids of zeros); the ``wait_s`` of ``GET /leads/{lead_id}`` is capped as a lease's. A valid
+ids of zeros) and an ``after`` naming leads the session does not have; the ``wait_s`` of
+``GET /leads/{lead_id}`` is capped as a lease's. A valid
 ``Idempotency-Key`` the generator drew is made unique: it draws few distinct
 keys, and the same key with another body is refused by design (422,
 tests/integration/test_idempotency.py); so is a valid token name, since a live token's name
@@ -140,7 +141,9 @@ def _semantic_refusal(case: Any, response: Any) -> bool:
     errors = response.json().get("errors", [])
     if case.path == "/sessions/{session}/leads":
         return bool(errors) and all(
-            len(e["loc"]) == 3 and e["loc"][::2] == ["leads", "traceparent"] for e in errors
+            (len(e["loc"]) == 3 and e["loc"][::2] == ["leads", "traceparent"])
+            or (len(e["loc"]) == 4 and e["loc"][::2] == ["leads", "after"])
+            for e in errors
         )
     if case.path != "/schedules/{name}":
         return False

@@ -56,7 +56,7 @@ def events_of(answer: httpx.Response) -> list[dict[str, Any]]:
     """The shape of a ``/leads/{id}/events`` answer, checked; its events."""
     assert answer.status_code == 200, answer.text
     body = answer.json()
-    assert set(body) == {"lead", "events", "earlier_events"}
+    assert set(body) == {"lead", "events", "earlier_events", "dependents"}
     shapes.lead(body["lead"])
     assert isinstance(body["earlier_events"], int) and body["earlier_events"] >= 0
     events: list[dict[str, Any]] = body["events"]

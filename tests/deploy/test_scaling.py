@@ -61,6 +61,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "retry_failed, ledger off": lambda: text("retry_failed", ledger=False),
     "pause": lambda: text("pause"),
     "resume": lambda: text("resume"),
+    "dependency_targets": lambda: text("dependency_targets"),
+    "add_dependencies": lambda: text("add_dependencies"),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -134,6 +136,10 @@ PARAMETERS: dict[str, Any] = {
     "concurrency_keys": [None],
     "max_runtimes": [None],
     "traceparents": [None],
+    "has_dependents": [False],
+    "lead_ids": [2],
+    "after_ids": [1],
+    "ids": [1],
     "owner": "w",
     "max": 10,
     "tokens": ["t"],
@@ -174,9 +180,11 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     session_scoped |= {"pause", "resume"}
+    session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
     cross = {
         "stats_all",
         "paused_all",
+        "blocked",
         "prune",
         "prune_keys",
         *MAINTENANCE,
@@ -310,7 +318,9 @@ async def test_a_session_scoped_statement_reads_one_partition(
     # It reads something, pruned to one partition (an INSERT is routed as it runs instead; a
     # pause or resume touches the session's settings row alone).
     read = any(touched[table] for table in TABLES)
-    assert read or name.startswith(("push", "settings_put", "pause", "resume")), touched
+    assert read or name.startswith(
+        ("push", "settings_put", "pause", "resume", "add_dependencies")
+    ), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched
     # Its UPDATE names the session too, so the write is routed as well as the claim.

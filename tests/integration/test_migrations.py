@@ -82,6 +82,7 @@ def test_upgrade_builds_exactly_the_table_definitions(
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
     tables |= {"api_tokens", "operator_actions", "schedules", "lead_waits", "alembic_version"}
+    tables.add("lead_dependencies")
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 

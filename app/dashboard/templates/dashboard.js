@@ -232,6 +232,8 @@
       ["attempts", lead.attempts + " of " + lead.max_attempts], ["priority", lead.priority],
       ["key", lead.key], ["created", lead.created_at], ["updated", lead.updated_at],
       ["available at", lead.available_at], ["lease expires", lead.lease_expires_at],
+      ["waits on", (lead.after || []).join(", ") || "–"],
+      ["waited on by", (data.dependents || []).join(", ") || "–"],
     ];
     $("lead-fields").tBodies[0].replaceChildren(...fields.map(([name, value]) => {
       const tr = document.createElement("tr");

@@ -11,7 +11,7 @@
 -- order: an insert waits for a concurrent one of the same key, so two pushes
 -- taking shared keys in different orders would wait on each other (deadlock).
 --
--- parameters: session, concurrency_keys, delays, depths, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, traceparents, now
+-- parameters: session, concurrency_keys, delays, depths, has_dependents, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, traceparents, now
 
 -- name: push (ledger=True)
 WITH input AS (
@@ -19,10 +19,10 @@ WITH input AS (
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
         %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[],
-        %(traceparents)s::text[]
+        %(traceparents)s::text[], %(has_dependents)s::bool[]
     ) WITH ORDINALITY
         AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
-             max_runtime_s, traceparent, ord)
+             max_runtime_s, traceparent, has_dependents, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -31,11 +31,11 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent)
+                       max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
-           max_runtime_s, traceparent
+           max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -57,10 +57,10 @@ WITH input AS (
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
         %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[],
-        %(traceparents)s::text[]
+        %(traceparents)s::text[], %(has_dependents)s::bool[]
     ) WITH ORDINALITY
         AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
-             max_runtime_s, traceparent, ord)
+             max_runtime_s, traceparent, has_dependents, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -69,11 +69,11 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent)
+                       max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
-           max_runtime_s, traceparent
+           max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -267,7 +267,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -298,7 +298,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
 
 -- name: complete_many (ledger=False, lean=True, skip_locked=True)
 WITH input AS (
@@ -375,7 +375,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -402,7 +402,7 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
 
 -- ========================================================================================
 -- completed_already
@@ -425,7 +425,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
   AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
 
 -- name: completed_already (lean=False)
-SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, req.item
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
@@ -479,7 +479,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'released', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM released
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent,
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
@@ -512,7 +512,7 @@ throttled AS (
     ON CONFLICT (session) DO UPDATE
         SET paused_until = greatest(s.paused_until, excluded.paused_until)
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent,
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
 FROM released;
@@ -667,7 +667,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'cancelled', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM cancelled
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM cancelled;
 
 -- name: cancel (ledger=False)
 WITH cancelled AS (
@@ -677,7 +677,7 @@ WITH cancelled AS (
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM cancelled;
 
 -- ========================================================================================
 -- retry
@@ -701,7 +701,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- name: retry (ledger=False)
@@ -712,13 +712,14 @@ WITH retried AS (
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
 FROM retried;
 
 -- ========================================================================================
 -- prune
 --
--- Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
+-- Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, their events and
+-- the edges of the leads that waited on them (``lead_dependencies``).
 --
 -- Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
 -- (an operator's retry) for a later batch, so pruning never waits on a lock
@@ -730,7 +731,7 @@ FROM retried;
 
 -- name: prune (scoped=True)
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
       AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
       AND session = %(session)s
@@ -741,6 +742,12 @@ WITH doomed AS (
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
 ),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
+),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
 )
@@ -748,7 +755,7 @@ SELECT count(*) AS pruned FROM pruned;
 
 -- name: prune (scoped=False)
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
       AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
       
@@ -758,6 +765,12 @@ WITH doomed AS (
 ),
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
 ),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
@@ -772,7 +785,7 @@ SELECT count(*) AS pruned FROM pruned;
 -- parameters: lead_id
 
 -- name: get
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent FROM leads WHERE id = %(lead_id)s;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM leads WHERE id = %(lead_id)s;
 
 -- ========================================================================================
 -- retry_failed

@@ -78,7 +78,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -131,7 +131,7 @@ leased AS (
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -215,7 +215,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -282,7 +282,7 @@ remembered AS (
     FROM leased
     HAVING count(*) > 0
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -392,9 +392,9 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -470,9 +470,9 @@ ledger AS (
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -553,9 +553,9 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -623,9 +623,9 @@ leased AS (
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM completed
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
     UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at FROM leased
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
@@ -696,7 +696,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -749,7 +749,7 @@ leased AS (
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.limited
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
@@ -790,7 +790,7 @@ FROM promoted;
 -- parameters: ids, tokens, now
 
 -- name: valid_leases
-SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.lease_token, l.runtime_ends_at
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
 ORDER BY l.priority DESC, l.id;
@@ -925,7 +925,7 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, statement_timestamp()), lease_expires_at FROM leased
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true
@@ -1029,7 +1029,7 @@ spent AS (
     SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
     FROM bucket WHERE s.session = %(session)s
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, lease_token, runtime_ends_at, gate.*
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
              (SELECT rate_per_s FROM settings) AS rate_per_s) AS gate
 LEFT JOIN leased ON true

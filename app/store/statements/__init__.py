@@ -14,6 +14,13 @@ Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's
 """
 
 from app.store.statements._build import REGISTRY, Builder, Statement, text
+from app.store.statements.dependencies import (
+    BLOCKED_UNTIL,
+    add_dependencies,
+    blocked,
+    dependency_targets,
+    dependents,
+)
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
     MAX_SPAN_S,
@@ -116,6 +123,7 @@ from app.store.statements.views import (
 )
 
 __all__ = [
+    "BLOCKED_UNTIL",
     "DUE_PER_LEASE",
     "ENDED_CHANNEL",
     "LEAD_COLUMNS",
@@ -130,16 +138,20 @@ __all__ = [
     "Builder",
     "Statement",
     "_claim_and_lease",
+    "add_dependencies",
     "attempts_per_lead",
     "audit",
     "audit_trail",
     "autovacuum",
+    "blocked",
     "cancel",
     "claim_key",
     "complete_and_lease",
     "complete_many",
     "completed_already",
     "db_now",
+    "dependency_targets",
+    "dependents",
     "existing_keys",
     "expiring",
     "failures",

@@ -31,10 +31,10 @@ WITH input AS (
         %(priorities)s::int[], %(payloads)s::text[], %(keys)s::text[],
         %(depths)s::int[], %(parent_ids)s::bigint[], %(max_attempts)s::int[],
         %(delays)s::float8[], %(concurrency_keys)s::text[], %(max_runtimes)s::int[],
-        %(traceparents)s::text[]
+        %(traceparents)s::text[], %(has_dependents)s::bool[]
     ) WITH ORDINALITY
         AS t(priority, payload, key, depth, parent_id, max_attempts, delay_s, concurrency_key,
-             max_runtime_s, traceparent, ord)
+             max_runtime_s, traceparent, has_dependents, ord)
 ),
 numbered AS (
     -- A volatile output column is computed after the sort, so ids follow ord.
@@ -43,11 +43,11 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent)
+                       max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
-           max_runtime_s, traceparent
+           max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -68,6 +68,7 @@ def push(
     concurrency_keys: list[str | None],
     delays: list[float],
     depths: list[int],
+    has_dependents: list[bool],
     keys: list[str | None],
     max_attempts: list[int],
     max_runtimes: list[int | None],
@@ -396,7 +397,7 @@ def _prune(scoped: bool) -> str:
     session_filter = "AND session = %(session)s" if scoped else ""
     return f"""
 WITH doomed AS (
-    SELECT id FROM leads
+    SELECT id, session FROM leads
     WHERE status IN {TERMINAL}
       AND updated_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
       {session_filter}
@@ -406,6 +407,12 @@ WITH doomed AS (
 ),
 events AS (
     DELETE FROM lead_events WHERE lead_id IN (SELECT id FROM doomed)
+),
+edges AS (
+    -- A parent that ended has no dependent left waiting on it (each was counted down or
+    -- failed when it ended): its edges go with it.
+    DELETE FROM lead_dependencies AS d USING doomed
+    WHERE d.session = doomed.session AND d.after_id = doomed.id
 ),
 pruned AS (
     DELETE FROM leads WHERE id IN (SELECT id FROM doomed) RETURNING id
@@ -423,7 +430,8 @@ def prune(
     now: datetime | None,
     scoped: bool,
 ) -> None:
-    """Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, and their events.
+    """Delete up to ``limit`` terminal leads unchanged for ``older_than_s``, their events and
+    the edges of the leads that waited on them (``lead_dependencies``).
 
     Retention, one batch per statement. SKIP LOCKED leaves a row someone holds
     (an operator's retry) for a later batch, so pruning never waits on a lock

@@ -226,7 +226,13 @@ def _maybe_seconds(value: Any) -> float | None:
 
 # The fields of a lead a service may leave out (an older one), and what they mean then. A
 # field that may be null reads as null when left out; every other one must be there.
-_LEAD_ABSENT: dict[str, Any] = {"priority": 0, "payload": {}, "depth": 0, "attempts": 0}
+_LEAD_ABSENT: dict[str, Any] = {
+    "priority": 0,
+    "payload": {},
+    "depth": 0,
+    "attempts": 0,
+    "after": [],  # from a service without dependencies
+}
 
 
 def _lead_readers() -> list[tuple[str, bool, Any, Any]]:
@@ -281,6 +287,7 @@ def parse_counts(data: Mapping[str, Any]) -> Counts:
     counts: dict[str, Any] = {name: int(data.get(name, 0)) for name in STATUSES}
     return Counts(
         **counts,
+        blocked=int(data.get("blocked", 0)),
         oldest_available_age_s=None if age is None else float(age),
         paused_until=_maybe_time(data.get("paused_until")),
     )
@@ -364,6 +371,8 @@ def new_lead_body(lead: NewLead | Mapping[str, Any]) -> dict[str, Any]:
     for name in names:
         if (value := getattr(lead, name)) is not None:
             body[name] = value
+    if lead.after:
+        body["after"] = [item if isinstance(item, int) else dict(item) for item in lead.after]
     return body
 
 

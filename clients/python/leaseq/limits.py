@@ -11,6 +11,7 @@ MAX_SESSION_CHARS = 128
 SESSION_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._:-]{{0,{MAX_SESSION_CHARS - 1}}}$"
 
 MAX_PUSH_BATCH = 1000  # leads in one POST /sessions/{session}/leads
+MAX_AFTER = 100  # the leads one lead may wait on (docs/contract.md#dependencies)
 # The service's default LEASEQ_MAX_BODY_BYTES: a client packs each push under it.
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 MAX_ITEM_BATCH = 100  # items in one /renew/batch or /complete/batch

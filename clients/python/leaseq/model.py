@@ -7,7 +7,7 @@ all derive theirs from them (``STATUSES``, ``FINAL_STATUSES``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
@@ -37,6 +37,10 @@ class NewLead:
     max_runtime_s: int | None = None
     # W3C Trace Context: the producer's span, for the worker (docs/contract.md#trace-context).
     traceparent: str | None = None
+    # Dependencies: ids of leads of the session, or {"key": k} for the lead with that key
+    # (pushed before, or earlier in the same call); not available until each is done or
+    # cached, failed when one fails (docs/contract.md#dependencies).
+    after: Sequence[int | Mapping[str, str]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,7 @@ class Lead:
     concurrency_key: str | None = None
     max_runtime_s: int | None = None  # its own; None: the session's default, if any
     traceparent: str | None = None  # W3C Trace Context of the push; None: none
+    after: list[int] = field(default_factory=list)  # the ids it waits on; []: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +178,8 @@ class Counts:
     done: int = 0
     failed: int = 0
     cached: int = 0
+    # Queued leads waiting on others (docs/contract.md#dependencies): counted in queued too.
+    blocked: int = 0
     oldest_available_age_s: float | None = field(default=None, compare=False)
     # No lease of the session begins before this instant (database clock); None: not paused.
     paused_until: datetime | None = field(default=None, compare=False)
@@ -191,6 +198,7 @@ class Counts:
             self.done + other.done,
             self.failed + other.failed,
             self.cached + other.cached,
+            self.blocked + other.blocked,
             max(ages, default=None),
         )
 

@@ -1,0 +1,89 @@
+-- The statements of app.store.statements.dependencies, as PostgreSQL gets them.
+-- Written by `python -m app.store.render`; do not edit.
+
+-- ========================================================================================
+-- dependency_targets
+--
+-- The leads of the session a push names in ``after``, by id or by key (unlocked: the
+-- ids are checked here, and locked by ``add_dependencies``).
+--
+-- parameters: session, ids, keys
+
+-- name: dependency_targets
+SELECT id, key FROM leads
+WHERE session = %(session)s AND (id = ANY(%(ids)s::bigint[]) OR key = ANY(%(keys)s::text[]));
+
+-- ========================================================================================
+-- add_dependencies
+--
+-- The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
+-- the parents locked and marked, each child blocked on those not yet done or cached, or
+-- failed at once when one of them has failed (the module docstring).
+--
+-- parameters: session, lead_ids, after_ids, now
+
+-- name: add_dependencies
+WITH edge AS (
+    SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
+        AS e(lead_id, after_id)
+),
+parents AS (
+    SELECT id, status, has_dependents FROM leads
+    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+    ORDER BY id
+    FOR UPDATE
+),
+marked AS (
+    UPDATE leads AS p SET has_dependents = true
+    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+),
+edges AS (
+    INSERT INTO lead_dependencies (session, after_id, lead_id)
+    SELECT %(session)s, after_id, lead_id FROM edge
+    ON CONFLICT DO NOTHING
+),
+tally AS (
+    SELECT e.lead_id,
+           count(*) FILTER (WHERE p.status NOT IN ('done', 'cached')) AS waiting,
+           min(p.id) FILTER (WHERE p.status = 'failed') AS failed_parent,
+           array_agg(e.after_id ORDER BY e.after_id) AS after
+    FROM edge AS e JOIN parents AS p ON p.id = e.after_id
+    GROUP BY e.lead_id
+)
+UPDATE leads AS c
+SET after = tally.after, ready_at = c.available_at,
+    waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+    status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+    error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+            ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+    scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                     WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+    available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                        THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+FROM tally
+WHERE c.id = tally.lead_id AND c.session = %(session)s
+RETURNING c.id, c.waiting_on, c.status;
+
+-- ========================================================================================
+-- blocked
+--
+-- Queued leads waiting on others, per session (one session, or all); ``leads_blocked``.
+--
+-- parameters: session
+
+-- name: blocked
+SELECT session, count(*) AS n FROM leads
+WHERE status = 'queued' AND waiting_on > 0 AND (%(session)s::text IS NULL OR session = %(session)s)
+GROUP BY session;
+
+-- ========================================================================================
+-- dependents
+--
+-- The leads that wait on one lead (its page on the dashboard).
+--
+-- parameters: session, lead_id
+
+-- name: dependents
+SELECT lead_id FROM lead_dependencies
+WHERE session = %(session)s AND after_id = %(lead_id)s ORDER BY lead_id;

@@ -1,0 +1,162 @@
+"""Dependencies in SQL (docs/contract.md#dependencies): the leads a push names in ``after``,
+the edges of ``lead_dependencies`` and the trigger that counts them down.
+
+A push with ``after`` is one transaction (``app.domain.queue``): ``dependency_targets``
+reads the ids and keys it names, the push inserts the leads (those with dependents marked
+``has_dependents`` at once), and ``add_dependencies`` locks the parents (``FOR UPDATE``, in
+id order), marks them, writes the edges and blocks each child on the parents not yet done
+or cached. A parent's completion takes the same row lock before its trigger runs, so it
+either commits first (the push then reads it done and does not count it) or waits for the
+push (and its trigger then finds the edge and counts it down): never neither, never both.
+
+A blocked lead is ``scheduled`` with ``available_at`` at ``BLOCKED_UNTIL``, so the lease
+statements never read it (``leads_ready`` holds only leads not scheduled, and
+``leads_scheduled_due`` only those due); ``ready_at`` keeps the time it was pushed for.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.store.statements._build import statement
+from app.store.statements.fragments import NOTIFY_CHANNEL, NOW
+
+BLOCKED_UNTIL = "9999-12-31 00:00:00+00"
+
+# The trigger function of leads_dependents (revision 0012; app.store.schema builds the same).
+DEPENDENTS_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION leaseq_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    stamp timestamptz := statement_timestamp();
+    n bigint;
+BEGIN
+    IF NEW.status = 'failed' THEN
+        UPDATE leads AS c
+        SET status = 'failed', error = 'dependency ' || NEW.id || ' failed', waiting_on = 0,
+            scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
+        FROM lead_dependencies AS d
+        WHERE d.session = NEW.session AND d.after_id = NEW.id
+          AND c.session = d.session AND c.id = d.lead_id
+          AND c.status = 'queued' AND c.waiting_on > 0;
+        RETURN NULL;
+    END IF;
+    WITH counted AS (
+        UPDATE leads AS c
+        SET waiting_on = c.waiting_on - 1,
+            scheduled = CASE WHEN c.waiting_on = 1 THEN c.ready_at > stamp ELSE c.scheduled END,
+            available_at = CASE WHEN c.waiting_on = 1 THEN greatest(c.ready_at, stamp)
+                           ELSE c.available_at END,
+            updated_at = stamp
+        FROM lead_dependencies AS d
+        WHERE d.session = NEW.session AND d.after_id = NEW.id
+          AND c.session = d.session AND c.id = d.lead_id
+          AND c.status = 'queued' AND c.waiting_on > 0
+        RETURNING c.waiting_on, c.scheduled
+    )
+    SELECT count(*) INTO n FROM counted WHERE waiting_on = 0 AND NOT scheduled;
+    IF n > 0 THEN
+        PERFORM pg_notify('{NOTIFY_CHANNEL}', NEW.session || ' ' || n);
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
+
+DEPENDENTS_TRIGGER = (
+    "CREATE TRIGGER leads_dependents AFTER UPDATE OF status ON leads FOR EACH ROW "
+    "WHEN (NEW.has_dependents AND NEW.status IN ('done', 'cached', 'failed') "
+    "AND OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION leaseq_dependents()"
+)
+
+
+def _dependency_targets() -> str:
+    return """
+SELECT id, key FROM leads
+WHERE session = %(session)s AND (id = ANY(%(ids)s::bigint[]) OR key = ANY(%(keys)s::text[]))
+"""
+
+
+@statement(_dependency_targets)
+def dependency_targets(*, session: str, ids: list[int], keys: list[str]) -> None:
+    """The leads of the session a push names in ``after``, by id or by key (unlocked: the
+    ids are checked here, and locked by ``add_dependencies``)."""
+
+
+def _add_dependencies() -> str:
+    return f"""
+WITH edge AS (
+    SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
+        AS e(lead_id, after_id)
+),
+parents AS (
+    SELECT id, status, has_dependents FROM leads
+    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+    ORDER BY id
+    FOR UPDATE
+),
+marked AS (
+    UPDATE leads AS p SET has_dependents = true
+    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+),
+edges AS (
+    INSERT INTO lead_dependencies (session, after_id, lead_id)
+    SELECT %(session)s, after_id, lead_id FROM edge
+    ON CONFLICT DO NOTHING
+),
+tally AS (
+    SELECT e.lead_id,
+           count(*) FILTER (WHERE p.status NOT IN ('done', 'cached')) AS waiting,
+           min(p.id) FILTER (WHERE p.status = 'failed') AS failed_parent,
+           array_agg(e.after_id ORDER BY e.after_id) AS after
+    FROM edge AS e JOIN parents AS p ON p.id = e.after_id
+    GROUP BY e.lead_id
+)
+UPDATE leads AS c
+SET after = tally.after, ready_at = c.available_at,
+    waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+    status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+    error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+            ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+    scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                     WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+    available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                        THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
+    updated_at = {NOW}
+FROM tally
+WHERE c.id = tally.lead_id AND c.session = %(session)s
+RETURNING c.id, c.waiting_on, c.status
+"""
+
+
+@statement(_add_dependencies)
+def add_dependencies(
+    *, session: str, lead_ids: list[int], after_ids: list[int], now: datetime | None
+) -> None:
+    """The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
+    the parents locked and marked, each child blocked on those not yet done or cached, or
+    failed at once when one of them has failed (the module docstring)."""
+
+
+def _blocked() -> str:
+    return """
+SELECT session, count(*) AS n FROM leads
+WHERE status = 'queued' AND waiting_on > 0 AND (%(session)s::text IS NULL OR session = %(session)s)
+GROUP BY session
+"""
+
+
+@statement(_blocked)
+def blocked(*, session: str | None) -> None:
+    """Queued leads waiting on others, per session (one session, or all); ``leads_blocked``."""
+
+
+def _dependents() -> str:
+    return """
+SELECT lead_id FROM lead_dependencies
+WHERE session = %(session)s AND after_id = %(lead_id)s ORDER BY lead_id
+"""
+
+
+@statement(_dependents)
+def dependents(*, session: str, lead_id: int) -> None:
+    """The leads that wait on one lead (its page on the dashboard)."""
