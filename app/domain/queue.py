@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from itertools import accumulate
 from typing import Any
@@ -178,6 +178,22 @@ class _Renewing:
             [self.ttls[i] for i in positions],
             [self.checkpoints[i] for i in positions],
         )
+
+
+# The fields of a lead that every push's idempotency key has named since keys came (revision
+# 0003); a field added since is named only when set, so a key stored by an older version and
+# retried after an upgrade still names the same request.
+FIRST_NAMED = ("payload", "priority", "key", "depth", "parent_id", "max_attempts", "delay_s")
+_UNSET: dict[str, Any] = {f.name: f.default for f in fields(NewLead)}
+
+
+def named_by_key(lead: NewLead) -> dict[str, Any]:
+    """What a pushed lead says, as its push's idempotency key names it."""
+    return {
+        name: value
+        for name, value in asdict(lead).items()
+        if name in FIRST_NAMED or (value != _UNSET[name] and value not in ((), []))
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +365,7 @@ class Queue:
         if idempotency_key is None:
             return await self.db.run(insert)
         key = idempotency.check_key(idempotency_key)
-        request = {"session": session, "leads": [asdict(lead) for lead in leads]}
+        request = {"session": session, "leads": [named_by_key(lead) for lead in leads]}
 
         async def decode(conn: Connection, answer: Any) -> PushResult:
             return PushResult(**answer)

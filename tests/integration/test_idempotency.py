@@ -250,3 +250,27 @@ async def test_a_keyed_lease_across_sessions_sent_again_gets_its_leases_back(
     with pytest.raises(InvalidInput, match="Idempotency-Key"):
         await leasing.lease(across(None, "v", idempotency_key="fleet-1"), now=at(2))
     assert await leasing.lease(across(None, "w", idempotency_key="fleet-2"), now=at(2)) == []
+
+
+async def test_a_push_key_stored_before_the_newer_fields_names_the_same_request(
+    queue: Queue,
+) -> None:
+    """A key stored by a version whose leads had only the first fields (before flow control,
+    trace context and dependencies) and retried after an upgrade is the same request."""
+    old_lead = {"payload": {"n": 1}, "priority": 0, "key": None, "depth": 0}
+    old_lead |= {"parent_id": None, "max_attempts": None, "delay_s": 0.0}
+    stored = idempotency.fingerprint({"session": "s", "leads": [old_lead]})
+    answer = '{"ids": [41], "created": 1, "duplicates": 0}'
+    await fetch(
+        queue.db,
+        "INSERT INTO idempotency_keys (verb, key, request, created_at, answer) "
+        "VALUES ('push', 'before-upgrade', %(stored)s, now(), %(answer)s::jsonb) RETURNING key",
+        stored=stored,
+        answer=answer,
+    )
+    again = await queue.push("s", [NewLead({"n": 1})], idempotency_key="before-upgrade")
+    assert again.ids == [41]
+    with pytest.raises(InvalidInput, match="Idempotency-Key"):
+        await queue.push(
+            "s", [NewLead({"n": 1}, concurrency_key="c")], idempotency_key="before-upgrade"
+        )
