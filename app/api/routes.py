@@ -334,13 +334,13 @@ async def complete(
     leasing = None if body.next is None else body.next.request(idempotency_key)
     leasing = None if leasing is None else access.scoped_lease(principal, leasing)
     await access.changes_leads(principal, runtime.tokens, [body.lead_id])
-    item = CompleteItem(body.lead_id, body.token, body.status, body.result, body.error)
     with counting_lost("complete"):
         if leasing is None:
             lead = await runtime.queue.complete(
                 body.lead_id, body.token, body.status, body.result, body.error
             )
         else:
+            item = CompleteItem(body.lead_id, body.token, body.status, body.result, body.error)
             lead, leases = await runtime.leasing.complete_and_lease(
                 item, leasing, gone=_gone(leasing, request)
             )

@@ -162,11 +162,15 @@ class SessionLeases:
             ledger=self._ledger,
         )
 
+    def _ttl(self, request: LeaseRequest) -> float:
+        """The ttl ``request`` is granted: its own, else the service's default."""
+        return self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
+
     def _call(self, request: LeaseRequest) -> _Plain:
-        """``request`` as one caller's lease: its ttl (the service's default when it asks for
-        none) and a new token for each lead it may take."""
-        ttl = self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
-        return _Plain(request.owner, request.max, ttl, [new_token() for _ in range(request.max)])
+        """``request`` as one caller's lease: its ttl and a new token for each lead it may
+        take."""
+        tokens = [new_token() for _ in range(request.max)]
+        return _Plain(request.owner, request.max, self._ttl(request), tokens)
 
     async def remembered(self, request: LeaseRequest, now: datetime | None) -> list[Lease]:
         """The leases a keyed request's first try took that are still valid; [] when it has
@@ -179,7 +183,7 @@ class SessionLeases:
         )
         if not found:
             return []
-        asked = idempotency.fingerprint(request.stands_for(self._call(request).ttl))
+        asked = idempotency.fingerprint(request.stands_for(self._ttl(request)))
         answer = idempotency.answer_for(asked, found[0]["request"], found[0]["answer"])
         return (await self.queue.db.run(lambda conn: _decode(conn, answer, now))).leases
 
