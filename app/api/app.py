@@ -12,7 +12,8 @@ assets need a token like everything else.
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
 configured: a bootstrap token, or a scoped one of ``app.domain.tokens``) or the
 Host check (when not) → body limit → JSON bodies only →
-FastAPI, whose routes read every body through the front door
+FastAPI, whose router finds a route without path parameters in its index
+(``app.api.route_index``) and whose routes read every body through the front door
 (``app.api.front_door``: read whole, parsed once by ``app.api.body``). The
 lifespan starts a ``Runtime`` (pool, queue, LISTEN fan-out, and the
 maintenance services: boot recovery, sweeper, pruner) and stops it on
@@ -30,7 +31,7 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import access, links, problems, routes, token_routes
+from app.api import access, links, problems, route_index, routes, token_routes
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(token_routes.router, dependencies=guarded)
     app.include_router(routes.probes)
     access.check_declared(app.routes)  # every route has a role and a scope
+    route_index.install(app)
     app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, max_body_bytes=settings.max_body_bytes)
     if tokens:

@@ -12,6 +12,7 @@ orchestrators call them by the pod's address.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
@@ -31,8 +32,10 @@ def host_name(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(name: str) -> bool:
-    """Whether a Host name can only mean this machine."""
+    """Whether a Host name can only mean this machine (remembered: a fleet sends a handful of
+    names, and parsing an address was most of the check's cost on every request)."""
     if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
