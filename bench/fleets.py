@@ -45,10 +45,11 @@ from typing import Any
 import psycopg
 
 from app.config import Settings
+from app.domain.lease_tokens import mint
 from app.domain.queue import Queue
-from app.leasing.session import new_token
 from app.store import migrate, statements
 from app.store.pool import Database, libpq_url
+from app.store.statements.fragments import DB_CLOCK
 from bench import common
 from bench.service import RawPoster, Service
 from leaseq.model import SessionSettings
@@ -136,7 +137,7 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
         def statement(text: str, session: str) -> Callable[[], Awaitable[Any]]:
             async def lease() -> None:
                 params = {"session": session, "owner": "b", "max": 1, "ttl_s": 300.0}
-                rows = await db.rows(text, {**params, "now": None, "tokens": [new_token()]})
+                rows = await db.rows(text, {**params, "now": DB_CLOCK, "tokens": [mint("s")]})
                 assert rows and rows[0]["id"] is not None
 
             return lease
@@ -226,7 +227,7 @@ def explained(url: str, explains: int) -> dict[str, dict[str, float | None]]:
         for _ in range(explains):
             for name, statement in compared.items():
                 params = {"session": "explain", "owner": "b", "max": 1, "ttl_s": 300.0}
-                params |= {"now": None, "tokens": [new_token()]}
+                params |= {"now": DB_CLOCK, "tokens": [mint("s")]}
                 found = conn.execute(
                     f"EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) {statement}",  # type: ignore[arg-type]
                     params,

@@ -30,12 +30,14 @@ from app.config import Settings
 from app.domain.queue import Queue
 from app.store import migrate
 from app.store.pool import Database, libpq_url
+from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
 from tests.support import browser as browsers
 from tests.support import system
 from tests.support.serving import Service, Services
 from tests.support.worker_support import fresh_database
 
 RUN_SLOW = "--run-slow"
+CITUS_ENV = "LEASEQ_TEST_CITUS"  # "1": every test's database is on a Citus cluster
 _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
 
 
@@ -124,9 +126,32 @@ def template_db(server_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def citus_cluster() -> Iterator[Cluster]:
+    """A Citus coordinator and two workers, for the whole run, started when a test first asks
+    (the citus tier, or every test under ``LEASEQ_TEST_CITUS=1``); stopped by their pids."""
+    if not citus_installed():
+        system.unavailable(CITUS_MISSING)
+    cluster = Cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def database_url(server_url: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for one test, dropped afterwards."""
+def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, migrated database for one test, dropped afterwards: a copy of the template,
+    or under ``LEASEQ_TEST_CITUS=1`` a database of the Citus cluster, distributed by
+    ``leaseq db upgrade``'s migrations (a suite run once more on the cluster)."""
+    if os.environ.get(CITUS_ENV) == "1":
+        cluster: Cluster = request.getfixturevalue("citus_cluster")
+        name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
+        url = cluster.create_database(name)
+        migrate.upgrade(url)
+        yield url
+        cluster.drop_database(name)
+        return
+    server_url: str = request.getfixturevalue("server_url")
+    template_db: str = request.getfixturevalue("template_db")
     name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
     with _admin(server_url) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')

@@ -39,11 +39,13 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Se
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
+
+import psycopg
 
 from app import metrics
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
-from app.domain import dependencies, idempotency, validation
+from app.domain import dependencies, idempotency, lease_tokens, validation
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
@@ -64,6 +66,8 @@ from leaseq.model import (
     SessionSettings,
     SweepResult,
 )
+
+T = TypeVar("T")
 
 SWEEP_BATCH = 1000
 PRUNE_BATCH = 1000
@@ -159,6 +163,16 @@ def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
         max_runtime_s=row["max_runtime_s"],
         paused_until=row.get("paused_until"),
     )
+
+
+class _Route(NamedTuple):
+    """What the renewals or completions of one group share: the injected instant (None: the
+    database clock) and, on a cluster, the one session every lease of the group is of (its
+    tokens', ``lease_tokens``), whose shard the statement then runs on alone; None: across
+    sessions, or on one PostgreSQL, where any leases group together."""
+
+    now: datetime | None
+    session: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +277,15 @@ class Queue:
         self.max_payload_bytes = max_payload_bytes
         self.group_commit = group_commit  # leasing groups its plain leases too
         self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
-        # Keyed by the injected instant (None in production): calls of one instant only.
-        self._renewals: Grouper[datetime | None, _Renewing, Renewed] = Grouper(
+        # Whether the database refuses a locking read across shards (a Citus cluster),
+        # learned from its first refusal: renewals and completions are then grouped by the
+        # session of their tokens, each group on its shard (a group across sessions waits
+        # for held rows instead of skipping them), and the upkeep of every session (sweep,
+        # promote, the counts) runs session by session (docs/scaling.md).
+        self.sharded = False
+        # Keyed by their route (``_Route``): calls of one instant, and on a cluster of one
+        # session, only.
+        self._renewals: Grouper[_Route, _Renewing, Renewed] = Grouper(
             self._renew_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.ids),
@@ -272,7 +293,7 @@ class Queue:
             on_group=metrics.GROUP_SIZES.labels("renew").observe,
             enabled=group_commit,
         )
-        self._completions: Grouper[datetime | None, _Completing, Completed] = Grouper(
+        self._completions: Grouper[_Route, _Completing, Completed] = Grouper(
             self._complete_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: len(call.items),
@@ -287,6 +308,55 @@ class Queue:
     async def _run(self, statement: Statement) -> list[Row]:
         """The rows of one built statement, on a pooled connection."""
         return await self._rows(statement.text, statement.params)
+
+    async def _across_shards(
+        self, locking: Callable[[], Awaitable[T]], otherwise: Callable[[], Awaitable[T]]
+    ) -> T:
+        """``locking()``, whose statements lock rows of many sessions at once; on a cluster
+        (``sharded``, learned from its first refusal, in planning: nothing ran) ``otherwise()``.
+        """
+        if not self.sharded:
+            try:
+                return await locking()
+            except psycopg.errors.FeatureNotSupported:
+                self.sharded = True
+        return await otherwise()
+
+    def _route(self, now: datetime | None, tokens: Iterable[str]) -> _Route:
+        """The group of a call with leases of ``tokens``: by session only on a cluster."""
+        if not self.sharded:
+            return _Route(now, None)
+        sessions = {lease_tokens.session_of(token) for token in tokens}
+        return _Route(now, sessions.pop() if len(sessions) == 1 else None)
+
+    async def _run_skipping(
+        self, build: Callable[[bool], Statement], skip_locked: bool
+    ) -> tuple[list[Row], bool]:
+        """The rows of ``build(skip_locked)``, and whether it skipped locked rows: a cluster
+        refuses to, for rows named by lead id alone."""
+
+        async def run(skipping: bool) -> tuple[list[Row], bool]:
+            return await self._run(build(skipping)), skipping
+
+        if not skip_locked:
+            return await run(False)
+        return await self._across_shards(lambda: run(True), lambda: run(False))
+
+    async def _each_session(
+        self,
+        of: str,
+        now: datetime | None,
+        one: Callable[[str | None], Awaitable[T]],
+        add: Callable[[list[T]], T],
+    ) -> T:
+        """``one(None)``, an upkeep of every session at once; on a cluster, ``one(session)`` for
+        each session ``sessions_to_keep(of)`` names, each on its own shard, added up."""
+
+        async def each() -> T:
+            rows = await self._run(statements.sessions_to_keep(of=of, now=now))
+            return add([await one(row["session"]) for row in rows])
+
+        return await self._across_shards(lambda: one(None), each)
 
     # -- producers ---------------------------------------------------------
 
@@ -458,31 +528,37 @@ class Queue:
         call = _Renewing(
             [item.lead_id for item in items], [item.token for item in items], ttls, checkpoints
         )
-        answers, busy = await self._renewals.submit(now, call)
+        route = self._route(now, call.tokens)
+        answers, busy = await self._renewals.submit(route, call)
         if busy:  # rows another transaction holds: wait for them, alone
             async with self._held_rows:
-                [(again, _)] = await self._renew_group(now, [call.only(busy)], skip_locked=False)
+                [(again, _)] = await self._renew_group(route, [call.only(busy)], skip_locked=False)
             for position, answer in zip(busy, again, strict=True):
                 answers[position] = answer
         return answers
 
     async def _renew_group(
-        self, now: datetime | None, calls: Sequence[_Renewing], *, skip_locked: bool = True
+        self, route: _Route, calls: Sequence[_Renewing], *, skip_locked: bool = True
     ) -> list[Renewed]:
         """One ``renew_many`` for the renewals of every caller (no lead in two of them).
 
         Grouped, it skips the rows another transaction holds (their items come back busy, to
         be sent again alone); ``skip_locked=False`` waits for them.
         """
-        statement = statements.renew_many(
-            ids=[lead_id for call in calls for lead_id in call.ids],
-            tokens=[token for call in calls for token in call.tokens],
-            ttls=[ttl for call in calls for ttl in call.ttls],
-            checkpoints=[checkpoint for call in calls for checkpoint in call.checkpoints],
-            now=now,
-            skip_locked=skip_locked,
+        now = route.now
+        rows, skip_locked = await self._run_skipping(
+            lambda skipping: statements.renew_many(
+                ids=[lead_id for call in calls for lead_id in call.ids],
+                tokens=[token for call in calls for token in call.tokens],
+                ttls=[ttl for call in calls for ttl in call.ttls],
+                checkpoints=[checkpoint for call in calls for checkpoint in call.checkpoints],
+                session=route.session,
+                now=now,
+                skip_locked=skipping,
+                routed=route.session is not None,
+            ),
+            skip_locked,
         )
-        rows = await self._run(statement)
         renewed = {(row["id"], row["token"]): row for row in rows if row["id"] is not None}
         busy = _per_caller(rows[0]["busy"] if skip_locked else [], [len(c.ids) for c in calls])
         answers: list[Renewed] = []
@@ -569,15 +645,18 @@ class Queue:
         """
         results = self.checked_completions(items, batch=batch)
         call = _Completing(items, results, lean=batch)
-        done, busy = await self._completions.submit(now, call)
+        route = self._route(now, [item.token for item in items])
+        done, busy = await self._completions.submit(route, call)
         if busy:  # rows another transaction holds: wait for them, alone
             async with self._held_rows:
-                [(again, _)] = await self._complete_group(now, [call.only(busy)], skip_locked=False)
+                [(again, _)] = await self._complete_group(
+                    route, [call.only(busy)], skip_locked=False
+                )
             done.update({busy[i]: lead for i, lead in again.items()})
         return done
 
     async def _complete_group(
-        self, now: datetime | None, calls: Sequence[_Completing], *, skip_locked: bool = True
+        self, route: _Route, calls: Sequence[_Completing], *, skip_locked: bool = True
     ) -> list[Completed]:
         """One ``complete_many`` for the items of every caller, then one ``completed_already``
         for those it refused; each caller's answer by its own item positions.
@@ -592,18 +671,22 @@ class Queue:
         """
         items = [item for call in calls for item in call.items]
         lean = all(call.lean for call in calls)
-        statement = statements.complete_many(
-            ids=[item.lead_id for item in items],
-            tokens=[item.token for item in items],
-            statuses=[item.status for item in items],
-            results=[result for call in calls for result in call.results],
-            errors=[item.error for item in items],
-            now=now,
-            ledger=self.ledger,
-            lean=lean,
-            skip_locked=skip_locked,
+        rows, skip_locked = await self._run_skipping(
+            lambda skipping: statements.complete_many(
+                ids=[item.lead_id for item in items],
+                tokens=[item.token for item in items],
+                statuses=[item.status for item in items],
+                results=[result for call in calls for result in call.results],
+                errors=[item.error for item in items],
+                session=route.session,
+                now=route.now,
+                ledger=self.ledger,
+                lean=lean,
+                skip_locked=skipping,
+                routed=route.session is not None,
+            ),
+            skip_locked,
         )
-        rows = await self._run(statement)
         done = {
             row["item"]: None if lean else lead_of(row) for row in rows if row["item"] is not None
         }
@@ -672,7 +755,14 @@ class Queue:
 
     async def sweep_all(self, *, now: datetime | None = None) -> SweepResult:
         """Requeue expired leases in every session: boot recovery and the background sweeper."""
-        return await self._sweep(None, now)
+        return await self._each_session(
+            "expired",
+            now,
+            lambda session: self._sweep(session, now),
+            lambda swept: SweepResult(
+                requeued=sum(one.requeued for one in swept), failed=sum(one.failed for one in swept)
+            ),
+        )
 
     async def _sweep(self, session: str | None, now: datetime | None) -> SweepResult:
         """Sweep in batches of SWEEP_BATCH so no statement holds many row locks for long."""
@@ -694,9 +784,15 @@ class Queue:
         A lease promotes its own session's due leads too; this keeps the rest
         (and the dashboard's oldest age) current. Batches of PROMOTE_BATCH.
         """
-        statement = statements.promote(limit=PROMOTE_BATCH, now=now)
-        [promoted] = await in_batches(lambda: self._run(statement), PROMOTE_BATCH, "promoted")
-        return promoted
+
+        async def promote(session: str | None) -> int:
+            statement = statements.promote(
+                session=session, limit=PROMOTE_BATCH, now=now, scoped=session is not None
+            )
+            [promoted] = await in_batches(lambda: self._run(statement), PROMOTE_BATCH, "promoted")
+            return promoted
+
+        return await self._each_session("due", now, promote, sum)
 
     async def prune(
         self,
@@ -728,15 +824,26 @@ class Queue:
     ) -> int:
         """Forget idempotency keys older than ``older_than_s`` seconds; returns how many."""
         older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
-        statement = statements.prune_keys(older_than_s=older, limit=batch, now=now)
-        [pruned] = await in_batches(lambda: self._run(statement), batch, "pruned")
-        return pruned
+
+        async def prune(skip_locked: bool) -> int:
+            statement = statements.prune_keys(
+                older_than_s=older, limit=batch, now=now, skip_locked=skip_locked
+            )
+            [pruned] = await in_batches(lambda: self._run(statement), batch, "pruned")
+            return pruned
+
+        return await self._across_shards(lambda: prune(True), lambda: prune(False))
 
     async def fold_counts(self) -> None:
         """Keep ``lead_counts`` small: fold its slots into one row per session and status, and
         forget the counts that came to zero (the pruner's; the counts read the same after)."""
-        await self._run(statements.fold_counts())
-        await self._run(statements.forget_zero_counts())
+
+        async def fold(session: str | None) -> None:
+            scoped = session is not None
+            await self._run(statements.fold_counts(session=session, scoped=scoped))
+            await self._run(statements.forget_zero_counts(session=session, scoped=scoped))
+
+        await self._each_session("counts", None, fold, lambda _: None)
 
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".

@@ -18,7 +18,6 @@ Knows nothing of HTTP, of the fleet and of the long poll.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +27,7 @@ from typing import Any
 import psycopg
 
 from app import metrics
-from app.domain import idempotency
+from app.domain import idempotency, lease_tokens
 from app.domain.access import in_scope
 from app.domain.queue import MAX_GROUP_ITEMS, Queue, lead_of
 from app.leasing.request import LeaseRequest
@@ -37,11 +36,6 @@ from app.store.group_commit import Grouper
 from app.store.pool import Connection, execute
 from app.store.statements import Statement
 from leaseq.model import CompleteItem, Lead, Lease
-
-
-def new_token() -> str:
-    """An unguessable lease token (192 random bits)."""
-    return secrets.token_urlsafe(24)
 
 
 def lease_of(row: Mapping[str, Any], ttl_s: float) -> Lease:
@@ -124,7 +118,7 @@ class SessionLeases:
         ``scope`` (a scoped token's patterns) is never leased: no statement runs."""
         if not in_scope(request.scope, session):
             return Leased()
-        call = self._call(request)
+        call = self._call(session, request)
         db = self.queue.db
         if request.idempotency_key is not None:
             if session not in self._limited:
@@ -166,10 +160,10 @@ class SessionLeases:
         """The ttl ``request`` is granted: its own, else the service's default."""
         return self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
 
-    def _call(self, request: LeaseRequest) -> _Plain:
-        """``request`` as one caller's lease: its ttl and a new token for each lead it may
-        take."""
-        tokens = [new_token() for _ in range(request.max)]
+    def _call(self, session: str, request: LeaseRequest) -> _Plain:
+        """``request`` as one caller's lease of ``session``: its ttl and a new token for each
+        lead it may take."""
+        tokens = [lease_tokens.mint(session) for _ in range(request.max)]
         return _Plain(request.owner, request.max, self._ttl(request), tokens)
 
     async def remembered(self, request: LeaseRequest, now: datetime | None) -> list[Lease]:
@@ -205,7 +199,7 @@ class SessionLeases:
         session turned out limited: the caller leases it then."""
         if not in_scope(request.scope, session) or session in self._limited:
             return None
-        call = self._call(request)
+        call = self._call(session, request)
         key = request.idempotency_key
         asked = None if key is None else idempotency.fingerprint(request.stands_for(call.ttl))
         both = statements.complete_and_lease(

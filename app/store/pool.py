@@ -241,7 +241,7 @@ class Database:
                 conn.prepare_threshold = None
                 return await work(conn)
         except psycopg.Error as exc:
-            if conn.broken or conn.closed or isinstance(exc, _LOST):
+            if _outage(conn, exc):
                 self.failures += 1
                 raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
             raise
@@ -320,6 +320,26 @@ class Database:
 
 # A lost connection, whatever the statement: an outage, a restart, a timeout.
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+# Citus's words for a worker node it could not reach, raised with no SQLSTATE of their own
+# (XX000, as psycopg's InternalError); its other node failures are OperationalErrors (08006).
+# A statement of a stopped node's shards is then an outage, never the statement's fault.
+_NODE_UNREACHABLE = ("failure on connection marked as essential:", "cannot connect to ")
+
+
+def _outage(conn: Connection, exc: psycopg.Error) -> bool:
+    """Whether ``exc`` on ``conn`` is the database's outage (Unavailable) rather than the
+    statement's own failure."""
+    return (
+        conn.broken
+        or conn.closed
+        or isinstance(exc, _LOST)
+        or (
+            isinstance(exc, psycopg.errors.InternalError_)
+            and str(exc).startswith(_NODE_UNREACHABLE)
+        )
+    )
+
+
 # A database error that ``Database.run`` lets through: not an outage (those it raises as
 # Unavailable) but the statement's own failure (a value out of range, a constraint, an
 # exception raised in SQL), which the same statement meets again on the same rows.

@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 
-from app.leasing.session import new_token
+from app.domain.lease_tokens import mint
 from tests.support.serving import Services
 
 pytestmark = pytest.mark.service
@@ -36,7 +36,7 @@ def test_tokens_never_appear_in_the_service_log(services: Services, database_url
             assert http.post("/complete", json=item).status_code == 200  # a retry: the same
             cached = {**item, "status": "cached"}
             assert http.post("/complete", json=cached).status_code == 409  # lease_lost
-        assert http.post("/renew", json={"lead_id": 1, "token": new_token()}).status_code == 409
+        assert http.post("/renew", json={"lead_id": 1, "token": mint("s")}).status_code == 409
         assert http.get("/openapi.json").status_code == 200
         assert http.get("/leads/999999").status_code == 404
     with service.client(headers={"Authorization": f"Bearer {wrong}"}) as http:

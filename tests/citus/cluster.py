@@ -225,6 +225,19 @@ class Cluster:
         drop(self.coordinator)
         self._each(drop, self.workers)
 
+    def stop_node(self, node: Node) -> None:
+        """Stop one node by its pid (fast shutdown), as an outage of that node: its shards'
+        statements then fail at once on the coordinator."""
+        assert node.process is not None
+        node.process.send_signal(signal.SIGINT)
+        node.process.wait(STOP_TIMEOUT_S)
+
+    def start_node(self, node: Node) -> None:
+        """Start a node ``stop_node`` stopped, on the same data and port; back when it
+        answers."""
+        self._launch(node)
+        self._wait_ready(node)
+
     def stop(self) -> None:
         """Stop every node by its pid (fast shutdown, then SIGKILL), and remove the folder."""
         for node in self.nodes:

@@ -13,18 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.store import migrate
-from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
-from tests.support import system
-
-
-@pytest.fixture(scope="session")
-def citus_cluster() -> Iterator[Cluster]:
-    """A coordinator and two workers, for the whole run; stopped by their pids after it."""
-    if not citus_installed():
-        system.unavailable(CITUS_MISSING)
-    cluster = Cluster.start()
-    yield cluster
-    cluster.stop()
+from tests.citus.cluster import Cluster
 
 
 @pytest.fixture

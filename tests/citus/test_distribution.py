@@ -9,7 +9,6 @@ the workers, then upgrading: its rows move to the workers and stay leasable.
 from __future__ import annotations
 
 import psycopg
-import pytest
 
 from app.config import Settings
 from app.domain.queue import Queue
@@ -156,26 +155,13 @@ async def test_a_single_postgresql_moves_onto_the_cluster(
         citus_cluster.drop_database(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=psycopg.errors.FeatureNotSupported,
-    reason="lease_next: coalesce(%(now)s, now()) in a modification (docs/scaling.md)",
-)
 async def test_the_one_session_lease_is_a_router_statement(citus_url: str) -> None:
     with psycopg.connect(citus_url, autocommit=True) as conn:
         conn.execute("INSERT INTO leads (session) VALUES ('s'), ('s')")
-        params = {
-            "session": "s",
-            "owner": "w",
-            "max": 1,
-            "ttl_s": 30.0,
-            "now": None,
-            "tokens": ["t"],
-        }
-        plan = "\n".join(
-            r[0]
-            for r in conn.execute("EXPLAIN " + statements.text("lease_next", ledger=True), params)
+        lease = statements.lease_next(
+            session="s", owner="w", max=1, ttl_s=30.0, now=None, tokens=["t"], ledger=True
         )
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + lease.text, lease.params))
     assert "Task Count: 1" in plan, plan
 
 

@@ -111,6 +111,31 @@ def test_the_profiles_add_pgbouncer_and_a_demo() -> None:
         assert services[demo]["depends_on"] == {"api": {"condition": "service_healthy"}}
 
 
+def test_the_citus_profile_runs_an_api_on_a_coordinator_and_two_workers() -> None:
+    """The nodes come up, the workers are added, the migrations distribute the tables on the
+    coordinator, then an API serves from it: each step after the one before."""
+    services = load_compose()["services"]
+    cluster = ["citus-coordinator", "citus-worker1", "citus-worker2"]
+    for name in [*cluster, "citus-nodes", "migrate-citus", "api-citus"]:
+        assert services[name]["profiles"] == ["citus"], name
+    assert {services[name]["image"] for name in [*cluster, "citus-nodes"]} == {
+        "citusdata/citus:13.2"
+    }
+    added = " ".join(services["citus-nodes"]["command"])
+    assert all(f"citus_add_node('{worker}', 5432)" in added for worker in cluster[1:])
+    assert set(services["citus-nodes"]["depends_on"]) == set(cluster)
+    assert services["migrate-citus"]["depends_on"] == {
+        "citus-nodes": {"condition": "service_completed_successfully"}
+    }
+    assert run_of("migrate-citus").command == ["alembic", "upgrade", "head"]
+    assert run_of("api-citus").command[0] == "serve"
+    door = make_url(run_of("api-citus").environment["LEASEQ_DATABASE_URL"])
+    assert door.host == "citus-coordinator"
+    assert services["api-citus"]["depends_on"] == {
+        "migrate-citus": {"condition": "service_completed_successfully"}
+    }
+
+
 def test_every_url_names_a_compose_service_and_the_pgbouncer_port() -> None:
     services = load_compose()["services"]
     ini = (ROOT / "deploy" / "pgbouncer" / "pgbouncer.ini").read_text()
@@ -123,6 +148,8 @@ def test_every_url_names_a_compose_service_and_the_pgbouncer_port() -> None:
                 if url.host == "pgbouncer":  # the pooler's port, and a database it serves
                     assert f"listen_port = {url.port}" in ini
                     assert (url.database, url.database) in pooled_databases
+                elif url.host == "citus-coordinator":  # the cluster's door
+                    assert (url.port, url.database) == (5432, "leaseq")
                 else:
                     assert (url.host, url.port, url.database) == ("postgres", 5432, "leaseq")
             elif key == "LEASEQ_URL":

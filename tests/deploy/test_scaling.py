@@ -28,6 +28,7 @@ from app.domain.queue import Queue
 from app.store import migrate, schema, statements
 from app.store.pool import Database, libpq_url
 from app.store.statements import text
+from app.store.statements.fragments import DB_CLOCK
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
 from tests.support import leasing_of
@@ -146,7 +147,7 @@ PARAMETERS: dict[str, Any] = {
     "ttl_s": 60.0,
     "owners": ["w"],
     "ttls": [60.0],
-    "now": None,
+    "now": DB_CLOCK,
     "limit": 1000,
     "weight": 1.0,
     "max_leased": 10,

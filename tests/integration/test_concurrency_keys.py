@@ -18,6 +18,7 @@ from app.domain.queue import Queue
 from app.domain.report import report as session_report
 from app.store import statements
 from app.store.pool import Database
+from app.store.statements.fragments import DB_CLOCK
 from leaseq.model import CompleteItem, NewLead, SessionSettings
 from tests.support import T0, at, fetch, lease_from
 
@@ -139,7 +140,7 @@ FROM generate_series(1, 50000) AS n
     )
     await db.rows("INSERT INTO session_settings (session, max_leased_per_key) VALUES ('s', 2)", {})
     await db.rows("ANALYZE leads", {})
-    params = {"session": "s", "owner": "w", "max": 10, "ttl_s": 60.0, "now": None}
+    params = {"session": "s", "owner": "w", "max": 10, "ttl_s": 60.0, "now": DB_CLOCK}
     params["tokens"] = [f"t{i}" for i in range(10)]
     query = statements.text("lease_limited", ledger=True)
     plan = "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {query}", params))

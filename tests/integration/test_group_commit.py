@@ -21,8 +21,8 @@ import pytest
 
 from app import metrics
 from app.config import Settings
+from app.domain.lease_tokens import mint
 from app.domain.queue import Queue
-from app.leasing.session import new_token
 from app.store.group_commit import Grouper
 from app.store.pool import Database, libpq_url
 from leaseq.errors import LeaseLost, Unavailable
@@ -274,7 +274,7 @@ async def _renew_scenario(queue: Queue, session: str) -> Scenario:
         checkpoint = {"c": i} if i % 2 == 0 else None
         calls.append(queue.renew(ids[i], tok[i], 10 + i, checkpoint=checkpoint, now=NOW))
         expected.append(_renewed(ids[i], 10 + i))
-    calls.append(queue.renew(ids[20], new_token(), 30, now=NOW))  # a wrong token
+    calls.append(queue.renew(ids[20], mint("s"), 30, now=NOW))  # a wrong token
     calls.append(queue.renew(ids[30], tok[30], 30, now=NOW))  # expired at at(2)
     calls.append(queue.renew(ids[28], tok[28], 30, now=NOW))  # completed
     calls.append(queue.renew(ids[29], tok[29], 30, now=NOW))  # cancelled
@@ -371,7 +371,7 @@ async def _complete_scenario(queue: Queue, session: str) -> Scenario:
         error = f"e{i}" if status == "failed" else None
         calls.append(queue.complete(ids[i], tok[i], status, result, error, now=NOW))
         expected.append(("lead", ids[i], status, result, error, NOW))
-    calls.append(queue.complete(ids[16], new_token(), now=NOW))  # a wrong token
+    calls.append(queue.complete(ids[16], mint("s"), now=NOW))  # a wrong token
     calls.append(queue.complete(ids[30], tok[30], now=NOW))  # expired
     calls.append(queue.complete(ids[28], tok[28], "failed", now=NOW))  # done before, not failed
     calls.append(queue.complete(ids[29], tok[29], now=NOW))  # cancelled
@@ -634,7 +634,7 @@ async def test_32_http_clients_lease_renew_and_complete_at_once(database_url: st
 
             async def first_wave(k: int, client: httpx.AsyncClient) -> None:
                 lease = held[k][0]
-                token = new_token() if lost(k) else lease["token"]
+                token = mint("s") if lost(k) else lease["token"]
                 body = {"lead_id": lease["lead"]["id"], "token": token}
                 if k % 2 == 0:
                     answer = await client.post("/renew", json={**body, "ttl_s": 30 + k})

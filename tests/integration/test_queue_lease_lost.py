@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from app.domain.lease_tokens import mint
 from app.domain.queue import Queue
-from app.leasing.session import new_token
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, Counts, ItemResult, RenewItem, SweepResult
 from tests.support import T0, TICK, at, events, fetch, leads, leasing_of, row
@@ -53,7 +53,7 @@ async def expired_long_ago(queue: Queue) -> Attempt:
 
 async def wrong_token(queue: Queue) -> Attempt:
     lead_id, _ = await _leased(queue)
-    return Attempt(lead_id, new_token(), at(1))
+    return Attempt(lead_id, mint("s"), at(1))
 
 
 async def wrong_lead(queue: Queue) -> Attempt:
@@ -324,7 +324,7 @@ async def test_renew_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
     items = []
     for name in ORDER:
         if name == "wrong_token":
-            items.append(RenewItem(by_name["ok1"][0], new_token(), 30))
+            items.append(RenewItem(by_name["ok1"][0], mint("s"), 30))
         else:
             items.append(RenewItem(*by_name[name], 30))
     before = {name: await row(queue.db, lead_id) for name, (lead_id, _) in by_name.items()}
@@ -351,7 +351,7 @@ async def test_complete_many_mixes_ok_and_lost_in_order(queue: Queue) -> None:
     items = []
     for name in ORDER:
         if name == "wrong_token":
-            items.append(CompleteItem(by_name["ok2"][0], new_token(), "failed"))
+            items.append(CompleteItem(by_name["ok2"][0], mint("s"), "failed"))
         else:
             items.append(CompleteItem(*by_name[name], "cached", {"name": name}))
     before = {name: await row(queue.db, lead_id) for name, (lead_id, _) in by_name.items()}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from app.domain import overview
+from app.domain.lease_tokens import mint
 from app.domain.queue import Queue
-from app.leasing.session import new_token
 from app.store import statements
 from app.store.pool import Database
 from app.store.statements import Statement
@@ -57,7 +57,7 @@ async def test_lease_next_uses_the_partial_index(db: Database) -> None:
                 "max": max_,
                 "ttl_s": 60.0,
                 "now": at(1),
-                "tokens": [new_token() for _ in range(max_)],
+                "tokens": [mint("s") for _ in range(max_)],
             }
             plan = await _plan(db, statements.lease_next(**params, ledger=ledger))
             assert "Index Scan using leads_ready on leads" in plan, plan
@@ -75,7 +75,7 @@ async def test_the_grouped_lease_uses_the_partial_index_too(db: Database) -> Non
             "owners": ["w1"] * 10 + ["w2"] * 20,
             "ttls": [60.0] * 10 + [30.0] * 20,
             "now": at(1),
-            "tokens": [new_token() for _ in range(30)],
+            "tokens": [mint("s") for _ in range(30)],
         }
         plan = await _plan(db, statements.lease_group(**params, ledger=ledger))
         assert "Index Scan using leads_ready on leads" in plan, plan
@@ -93,7 +93,7 @@ async def test_the_limited_lease_uses_the_partial_index_too(db: Database) -> Non
         "max": 10,
         "ttl_s": 60.0,
         "now": at(1),
-        "tokens": [new_token() for _ in range(10)],
+        "tokens": [mint("s") for _ in range(10)],
     }
     plan = await _plan(db, statements.lease_limited(**params, ledger=True))
     assert "Index Scan using leads_ready on leads" in plan, plan

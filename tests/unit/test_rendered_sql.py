@@ -54,10 +54,11 @@ def test_a_builder_returns_its_text_and_parameters() -> None:
         "tokens": ["t"],
         "ttls": [5.0],
         "checkpoints": [None],
-        "now": None,
+        "session": None,  # a group across sessions: not routed (the default)
+        "now": "now",  # the database clock: PostgreSQL reads 'now' as the transaction's start
     }
     swept = statements.sweep(limit=10, now=None, ledger=False, scoped=False)
-    assert swept.params == {"session": None, "limit": 10, "now": None}
+    assert swept.params == {"session": None, "limit": 10, "now": "now"}
 
 
 def test_no_module_outside_the_store_writes_placeholders() -> None:

@@ -60,7 +60,7 @@ SET after = tally.after, ready_at = c.available_at,
                      WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
     available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
                         THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
-    updated_at = coalesce(%(now)s::timestamptz, now())
+    updated_at = %(now)s::timestamptz
 FROM tally
 WHERE c.id = tally.lead_id AND c.session = %(session)s
 RETURNING c.id, c.waiting_on, c.status;

@@ -13,7 +13,7 @@
 
 -- name: claim_key
 INSERT INTO idempotency_keys (verb, key, request, created_at)
-VALUES (%(verb)s, %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()))
+VALUES (%(verb)s, %(key)s, %(request)s, %(now)s::timestamptz)
 ON CONFLICT (verb, key) DO NOTHING
 RETURNING verb;
 
@@ -43,15 +43,34 @@ SELECT request, answer FROM idempotency_keys WHERE verb = %(verb)s AND key = %(k
 --
 -- Delete up to ``limit`` idempotency keys older than ``older_than_s`` (oldest first).
 --
+-- SKIP LOCKED leaves a key another pruner chose to it; a Citus cluster refuses that lock
+-- across shards (the keys are distributed by key), and there the pruners may wait on each
+-- other instead: a key another one deleted meanwhile is just not counted twice.
+--
 -- parameters: limit, older_than_s, now
 
--- name: prune_keys
+-- name: prune_keys (skip_locked=True)
 WITH doomed AS (
     SELECT verb, key FROM idempotency_keys
-    WHERE created_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
+    WHERE created_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8)
     ORDER BY created_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+pruned AS (
+    DELETE FROM idempotency_keys AS k USING doomed
+    WHERE k.verb = doomed.verb AND k.key = doomed.key
+    RETURNING 1
+)
+SELECT count(*) AS pruned FROM pruned;
+
+-- name: prune_keys (skip_locked=False)
+WITH doomed AS (
+    SELECT verb, key FROM idempotency_keys
+    WHERE created_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8)
+    ORDER BY created_at
+    LIMIT %(limit)s
+    
 ),
 pruned AS (
     DELETE FROM idempotency_keys AS k USING doomed

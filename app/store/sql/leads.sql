@@ -34,7 +34,7 @@ inserted AS (
                        max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => delay_s)) AT TIME ZONE 'UTC', delay_s > 0, %(now)s::timestamptz, %(now)s::timestamptz, concurrency_key,
            max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
@@ -42,12 +42,12 @@ inserted AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'pushed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM inserted
+    SELECT id, session, 'pushed', status, attempts, owner, %(now)s::timestamptz, NULL FROM inserted
 )
 -- The uncorrelated subquery runs once, and only when something was inserted; it
 -- counts the leads available now (a delayed one wakes nobody).
 SELECT id, key,
-       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*)) IS NULL
         FROM inserted WHERE NOT scheduled) AS notified
 FROM inserted ORDER BY id;
 
@@ -72,7 +72,7 @@ inserted AS (
                        max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           coalesce(%(now)s::timestamptz, now()) + make_interval(secs => delay_s), delay_s > 0, coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()), concurrency_key,
+           ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => delay_s)) AT TIME ZONE 'UTC', delay_s > 0, %(now)s::timestamptz, %(now)s::timestamptz, concurrency_key,
            max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
@@ -81,7 +81,7 @@ inserted AS (
 -- The uncorrelated subquery runs once, and only when something was inserted; it
 -- counts the leads available now (a delayed one wakes nobody).
 SELECT id, key,
-       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*)) IS NULL
         FROM inserted WHERE NOT scheduled) AS notified
 FROM inserted ORDER BY id;
 
@@ -102,11 +102,12 @@ SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::te
 --
 -- An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
 -- ``skip_locked`` (group commit): a lease whose row another transaction holds is left as it
--- is and named in ``busy`` (``busy_answer``) instead of waited for.
+-- is and named in ``busy`` (``busy_answer``) instead of waited for. ``routed``: every lease
+-- is of ``session`` (its token's), which routes the statement to one shard on a cluster.
 --
--- parameters: checkpoints, ids, tokens, ttls, now
+-- parameters: checkpoints, ids, tokens, ttls, session, now
 
--- name: renew_many (skip_locked=True)
+-- name: renew_many (skip_locked=True, routed=True)
 WITH req AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
@@ -114,28 +115,57 @@ WITH req AS (
 ),
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     FOR UPDATE OF l SKIP LOCKED
 ),
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
-        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC', l.runtime_ends_at),
+        updated_at = %(now)s::timestamptz, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
-    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
-         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM req AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s)
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN renewed ON true;
 
--- name: renew_many (skip_locked=False)
+-- name: renew_many (skip_locked=True, routed=False)
+WITH req AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    FOR UPDATE OF l SKIP LOCKED
+),
+renewed AS (
+    UPDATE leads AS l
+    SET lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC', l.runtime_ends_at),
+        updated_at = %(now)s::timestamptz, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+)
+SELECT renewed.*, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM req AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz)
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN renewed ON true;
+
+-- name: renew_many (skip_locked=False, routed=True)
 WITH req AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
@@ -143,12 +173,29 @@ WITH req AS (
 ),
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s), l.runtime_ends_at),
-        updated_at = coalesce(%(now)s::timestamptz, now()), checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    SET lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC', l.runtime_ends_at),
+        updated_at = %(now)s::timestamptz, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < coalesce(%(now)s::timestamptz, now()) + make_interval(secs => req.ttl_s)
-         THEN extract(epoch FROM l.runtime_ends_at - coalesce(%(now)s::timestamptz, now()))::float8 ELSE req.ttl_s END AS ttl_s
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+)
+SELECT * FROM renewed;
+
+-- name: renew_many (skip_locked=False, routed=False)
+WITH req AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
+),
+renewed AS (
+    UPDATE leads AS l
+    SET lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC', l.runtime_ends_at),
+        updated_at = %(now)s::timestamptz, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
 )
 SELECT * FROM renewed;
 
@@ -163,7 +210,7 @@ SELECT * FROM renewed;
 -- name: runtime_ran_out
 SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
-  AND l.runtime_ends_at <= coalesce(%(now)s::timestamptz, now());
+  AND l.runtime_ends_at <= %(now)s::timestamptz;
 
 -- ========================================================================================
 -- complete_many
@@ -176,11 +223,12 @@ WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
 -- less time per batch of 100 than reading every column back). The lead keeps
 -- the lease's token (never shown), so ``completed_already`` knows a retry.
 -- ``skip_locked`` (group commit): a lease whose row another transaction holds is left
--- as it is and named, with every item of it, in ``busy`` (``busy_answer``).
+-- as it is and named, with every item of it, in ``busy`` (``busy_answer``). ``routed``:
+-- every lease is of ``session``, as in ``renew_many``.
 --
--- parameters: errors, ids, results, statuses, tokens, now
+-- parameters: errors, ids, results, statuses, tokens, session, now
 
--- name: complete_many (ledger=True, lean=True, skip_locked=True)
+-- name: complete_many (ledger=True, lean=True, skip_locked=True, routed=True)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -192,55 +240,31 @@ req AS (
 ),
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     FOR UPDATE OF l SKIP LOCKED
 ),
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
 SELECT item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s)
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN completed ON true;
 
--- name: complete_many (ledger=True, lean=True, skip_locked=False)
-WITH input AS (
-    SELECT * FROM unnest(
-        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
-        %(results)s::text[], %(errors)s::text[]
-    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
-),
-req AS (
-    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
-),
-completed AS (
-    UPDATE leads AS l
-    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING l.*, req.ord - 1 AS item
-),
-ledger AS (
-    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
-)
-SELECT item FROM completed;
-
--- name: complete_many (ledger=True, lean=False, skip_locked=True)
+-- name: complete_many (ledger=True, lean=True, skip_locked=True, routed=False)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -252,31 +276,31 @@ req AS (
 ),
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     FOR UPDATE OF l SKIP LOCKED
 ),
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz)
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN completed ON true;
 
--- name: complete_many (ledger=True, lean=False, skip_locked=False)
+-- name: complete_many (ledger=True, lean=True, skip_locked=False, routed=True)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -289,18 +313,162 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=True, lean=True, skip_locked=False, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=True, lean=False, skip_locked=True, routed=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s)
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=True, lean=False, skip_locked=True, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz)
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=True, lean=False, skip_locked=False, routed=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
 
--- name: complete_many (ledger=False, lean=True, skip_locked=True)
+-- name: complete_many (ledger=True, lean=False, skip_locked=False, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    RETURNING l.*, req.ord - 1 AS item
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+
+-- name: complete_many (ledger=False, lean=True, skip_locked=True, routed=True)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -312,47 +480,27 @@ req AS (
 ),
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     FOR UPDATE OF l SKIP LOCKED
 ),
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
 SELECT item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s)
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN completed ON true;
 
--- name: complete_many (ledger=False, lean=True, skip_locked=False)
-WITH input AS (
-    SELECT * FROM unnest(
-        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
-        %(results)s::text[], %(errors)s::text[]
-    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
-),
-req AS (
-    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
-),
-completed AS (
-    UPDATE leads AS l
-    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
-    FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
-    RETURNING l.*, req.ord - 1 AS item
-)
-SELECT item FROM completed;
-
--- name: complete_many (ledger=False, lean=False, skip_locked=True)
+-- name: complete_many (ledger=False, lean=True, skip_locked=True, routed=False)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -364,27 +512,27 @@ req AS (
 ),
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     FOR UPDATE OF l SKIP LOCKED
 ),
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()) AND l.id IN (SELECT id FROM locked)
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT item, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now()))
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz)
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN completed ON true;
 
--- name: complete_many (ledger=False, lean=False, skip_locked=False)
+-- name: complete_many (ledger=False, lean=True, skip_locked=False, routed=True)
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
@@ -397,9 +545,133 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=False, lean=True, skip_locked=False, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT item FROM completed;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=True, routed=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s)
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=True, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+    SELECT array(
+        SELECT req.ord - 1 FROM input AS req
+        WHERE req.lead_id NOT IN (SELECT id FROM locked)
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz)
+        ORDER BY req.ord
+    ) AS items
+) AS busy LEFT JOIN completed ON true;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=False, routed=True)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*, req.ord - 1 AS item
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+
+-- name: complete_many (ledger=False, lean=False, skip_locked=False, routed=False)
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[],
+        %(results)s::text[], %(errors)s::text[]
+    ) WITH ORDINALITY AS r(lead_id, token, status, result, error, ord)
+),
+req AS (
+    SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
@@ -455,33 +727,34 @@ released AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
-                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'released on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
         available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
-                            ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
+                            ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = coalesce(%(now)s::timestamptz, now())
+        updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
     FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
     ON CONFLICT (session) DO UPDATE
         SET paused_until = greatest(s.paused_until, excluded.paused_until)
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'released', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM released
+    SELECT id, session, 'released', status, attempts, owner, %(now)s::timestamptz, NULL FROM released
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
 FROM released;
 
 -- name: release (ledger=False)
@@ -492,29 +765,30 @@ released AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
-                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'released on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
         available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
-                            ELSE coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(delay_s)s::float8) END,
+                            ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = coalesce(%(now)s::timestamptz, now())
+        updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT released.session, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => cooldown.s), coalesce(%(now)s::timestamptz, now())
+    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
     FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
     ON CONFLICT (session) DO UPDATE
         SET paused_until = greatest(s.paused_until, excluded.paused_until)
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
 FROM released;
 
 -- ========================================================================================
@@ -531,7 +805,7 @@ FROM released;
 -- name: sweep (ledger=True, scoped=True)
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
-    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) AND session = %(session)s
+    WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz AND session = %(session)s
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -540,17 +814,18 @@ swept AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
-                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
     FROM expired
-    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           AND l.session = %(session)s
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'expired', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), expired_at FROM swept
+    SELECT id, session, 'expired', status, attempts, owner, %(now)s::timestamptz, expired_at FROM swept
 )
 SELECT
     count(*) FILTER (WHERE status = 'queued') AS requeued,
@@ -563,7 +838,7 @@ FROM swept;
 -- name: sweep (ledger=True, scoped=False)
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
-    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) 
+    WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz 
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -572,17 +847,18 @@ swept AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
-                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
     FROM expired
-    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'expired', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), expired_at FROM swept
+    SELECT id, session, 'expired', status, attempts, owner, %(now)s::timestamptz, expired_at FROM swept
 )
 SELECT
     count(*) FILTER (WHERE status = 'queued') AS requeued,
@@ -595,7 +871,7 @@ FROM swept;
 -- name: sweep (ledger=False, scoped=True)
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
-    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) AND session = %(session)s
+    WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz AND session = %(session)s
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -604,11 +880,12 @@ swept AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
-                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
     FROM expired
-    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           AND l.session = %(session)s
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 )
@@ -623,7 +900,7 @@ FROM swept;
 -- name: sweep (ledger=False, scoped=False)
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
-    WHERE status = 'leased' AND lease_expires_at <= coalesce(%(now)s::timestamptz, now()) 
+    WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz 
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -632,11 +909,12 @@ swept AS (
     UPDATE leads AS l
     SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN l.attempts - l.throttles >= l.max_attempts
-                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = coalesce(%(now)s::timestamptz, now()), updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
     FROM expired
-    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 )
@@ -659,13 +937,13 @@ FROM swept;
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = coalesce(%(now)s::timestamptz, now())
+        scheduled = false, updated_at = %(now)s::timestamptz
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'cancelled', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM cancelled
+    SELECT id, session, 'cancelled', status, attempts, owner, %(now)s::timestamptz, NULL FROM cancelled
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM cancelled;
 
@@ -673,7 +951,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = coalesce(%(now)s::timestamptz, now())
+        scheduled = false, updated_at = %(now)s::timestamptz
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
@@ -692,27 +970,27 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- name: retry (ledger=True)
 WITH retried AS (
     UPDATE leads
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
-        max_attempts = greatest(max_attempts, attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
+    SELECT id, session, 'retried', status, attempts, owner, %(now)s::timestamptz, NULL FROM retried
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
 FROM retried;
 
 -- name: retry (ledger=False)
 WITH retried AS (
     UPDATE leads
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
-        max_attempts = greatest(max_attempts, attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_queued', session || ' 1')) AS notified
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
 FROM retried;
 
 -- ========================================================================================
@@ -733,7 +1011,7 @@ FROM retried;
 WITH doomed AS (
     SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
-      AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
+      AND updated_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8)
       AND session = %(session)s
     ORDER BY updated_at
     LIMIT %(limit)s
@@ -757,7 +1035,7 @@ SELECT count(*) AS pruned FROM pruned;
 WITH doomed AS (
     SELECT id, session FROM leads
     WHERE status IN ('done', 'failed', 'cached')
-      AND updated_at < coalesce(%(now)s::timestamptz, now()) - make_interval(secs => %(older_than_s)s::float8)
+      AND updated_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8)
       
     ORDER BY updated_at
     LIMIT %(limit)s
@@ -804,24 +1082,24 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH failed AS (
     SELECT id FROM leads
     WHERE session = %(session)s AND status = 'failed'
-      AND updated_at <= coalesce(%(before)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
+      AND updated_at <= coalesce(%(before)s::timestamptz, %(now)s::timestamptz)
     LIMIT %(limit)s
     FOR UPDATE
 ),
 retried AS (
     UPDATE leads AS l
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
-        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz
     FROM failed
     WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
     RETURNING l.*
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'retried', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM retried
+    SELECT id, session, 'retried', status, attempts, owner, %(now)s::timestamptz, NULL FROM retried
 )
-SELECT count(*) AS retried, coalesce(%(now)s::timestamptz, now()) AS started,
-       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+SELECT count(*) AS retried, %(now)s::timestamptz AS started,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*)) IS NULL
         FROM retried HAVING count(*) > 0) AS notified
 FROM retried;
 
@@ -829,19 +1107,19 @@ FROM retried;
 WITH failed AS (
     SELECT id FROM leads
     WHERE session = %(session)s AND status = 'failed'
-      AND updated_at <= coalesce(%(before)s::timestamptz, coalesce(%(now)s::timestamptz, now()))
+      AND updated_at <= coalesce(%(before)s::timestamptz, %(now)s::timestamptz)
     LIMIT %(limit)s
     FOR UPDATE
 ),
 retried AS (
     UPDATE leads AS l
-    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = coalesce(%(now)s::timestamptz, now()),
-        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz
     FROM failed
     WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
     RETURNING l.*
 )
-SELECT count(*) AS retried, coalesce(%(now)s::timestamptz, now()) AS started,
-       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*))
+SELECT count(*) AS retried, %(now)s::timestamptz AS started,
+       (SELECT pg_notify('leaseq_queued', %(session)s || ' ' || count(*)) IS NULL
         FROM retried HAVING count(*) > 0) AS notified
 FROM retried;

@@ -27,23 +27,24 @@
 
 -- name: lease_next (ledger=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -54,7 +55,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -63,12 +67,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -76,7 +80,7 @@ leased AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
@@ -84,23 +88,24 @@ ORDER BY priority DESC, id;
 
 -- name: lease_next (ledger=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -111,7 +116,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -120,12 +128,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -153,26 +161,27 @@ ORDER BY priority DESC, id;
 
 -- name: lease_keyed (ledger=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -183,7 +192,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -192,12 +204,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -205,7 +217,7 @@ leased AS (
 ),
 remembered AS (
     INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -213,7 +225,7 @@ remembered AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
@@ -224,26 +236,27 @@ ORDER BY priority DESC, id;
 
 -- name: lease_keyed (ledger=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -254,7 +267,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -263,12 +279,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -276,7 +292,7 @@ leased AS (
 ),
 remembered AS (
     INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -309,7 +325,7 @@ ORDER BY priority DESC, id;
 
 -- name: complete_and_lease (ledger=True, keyed=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -318,33 +334,34 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 completion_ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -355,7 +372,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -364,12 +384,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -377,7 +397,7 @@ leased AS (
 ),
 remembered AS (
     INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -385,7 +405,7 @@ remembered AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
@@ -400,7 +420,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
 -- name: complete_and_lease (ledger=True, keyed=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -409,30 +429,31 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 completion_ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'completed', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), NULL FROM completed
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -443,7 +464,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -452,12 +476,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -465,7 +489,7 @@ leased AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
 SELECT answered.*, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
@@ -478,7 +502,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
 -- name: complete_and_lease (ledger=False, keyed=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -487,29 +511,30 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -520,7 +545,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -529,12 +557,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -542,7 +570,7 @@ leased AS (
 ),
 remembered AS (
     INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, coalesce(%(now)s::timestamptz, now()), jsonb_build_object(
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -561,7 +589,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
 -- name: complete_and_lease (ledger=False, keyed=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -570,26 +598,27 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = coalesce(%(now)s::timestamptz, now())
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -600,7 +629,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -609,12 +641,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -645,23 +677,24 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
 -- name: lease_group (ledger=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -672,7 +705,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, (%(owners)s::text[])[n] AS owner, (%(ttls)s::float8[])[n] AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -681,12 +717,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -694,7 +730,7 @@ leased AS (
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, now()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.limited
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate LEFT JOIN leased ON true
@@ -702,23 +738,24 @@ ORDER BY priority DESC, id;
 
 -- name: lease_group (ledger=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, now())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
 ),
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -729,7 +766,10 @@ picked AS (
     LIMIT %(max)s
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, (%(owners)s::text[])[n] AS owner, (%(ttls)s::float8[])[n] AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -738,12 +778,12 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = (%(owners)s::text[])[numbered.n], lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, now()) + make_interval(secs => (%(ttls)s::float8[])[numbered.n]), coalesce(%(now)s::timestamptz, now()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, now())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -756,17 +796,18 @@ ORDER BY priority DESC, id;
 -- ========================================================================================
 -- promote
 --
--- Make up to ``limit`` scheduled leads that came due ready (any session); the sweeper's.
+-- Make up to ``limit`` scheduled leads that came due ready (any session, or one session's
+-- when scoped); the sweeper's.
 --
 -- Oldest due first, through ``leads_scheduled_at``; SKIP LOCKED leaves a row
 -- a lease holds to that lease. Notifies each session of its promoted leads.
 --
--- parameters: limit, now
+-- parameters: session, limit, now
 
--- name: promote
+-- name: promote (scoped=True)
 WITH due AS (
     SELECT id FROM leads
-    WHERE scheduled AND available_at <= coalesce(%(now)s::timestamptz, now())
+    WHERE scheduled AND available_at <= %(now)s::timestamptz AND session = %(session)s
     ORDER BY available_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -774,7 +815,26 @@ WITH due AS (
 promoted AS (
     UPDATE leads AS l SET scheduled = false
     FROM due
-    WHERE l.id = due.id AND l.scheduled
+    WHERE l.id = due.id AND l.scheduled AND l.session = %(session)s
+    RETURNING l.session
+)
+SELECT count(*) AS promoted,
+       (SELECT count(pg_notify('leaseq_queued', p.session || ' ' || p.n))
+        FROM (SELECT session, count(*) AS n FROM promoted GROUP BY session) AS p) AS notified
+FROM promoted;
+
+-- name: promote (scoped=False)
+WITH due AS (
+    SELECT id FROM leads
+    WHERE scheduled AND available_at <= %(now)s::timestamptz 
+    ORDER BY available_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.scheduled 
     RETURNING l.session
 )
 SELECT count(*) AS promoted,
@@ -792,7 +852,7 @@ FROM promoted;
 -- name: valid_leases
 SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
-WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > coalesce(%(now)s::timestamptz, now())
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
 ORDER BY l.priority DESC, l.id;
 
 -- ========================================================================================
@@ -825,7 +885,8 @@ SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT 
 
 -- name: lease_limited (ledger=True)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 stored AS (
     SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
@@ -833,7 +894,9 @@ stored AS (
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
-           greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
+           greatest(0, (CASE WHEN extract(epoch FROM (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
     FROM stored
 ),
 bucket AS (
@@ -866,7 +929,8 @@ allowance AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+      AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
         SELECT concurrency_key FROM keys_held
         WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
@@ -875,7 +939,8 @@ ready AS (
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+    WHERE session = %(session)s AND scheduled AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
         SELECT concurrency_key FROM keys_held
         WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
@@ -896,7 +961,10 @@ picked AS (
     LIMIT (SELECT n FROM allowance)
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -905,12 +973,16 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = (((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least((((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', (((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -918,12 +990,14 @@ leased AS (
 ),
 spent AS (
     UPDATE session_settings AS s
-    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
     FROM bucket WHERE s.session = %(session)s
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
-    SELECT id, session, 'leased', status, attempts, owner, coalesce(%(now)s::timestamptz, statement_timestamp()), lease_expires_at FROM leased
+    SELECT id, session, 'leased', status, attempts, owner, (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int), lease_expires_at FROM leased
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT (SELECT n FROM room) AS room, (SELECT tokens FROM bucket) AS tokens,
@@ -933,7 +1007,8 @@ ORDER BY priority DESC, id;
 
 -- name: lease_limited (ledger=False)
 WITH paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > coalesce(%(now)s::timestamptz, statement_timestamp())
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 stored AS (
     SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
@@ -941,7 +1016,9 @@ stored AS (
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
            coalesce(burst, greatest(1, ceil(rate_per_s)))::float8 AS burst, tokens,
-           greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, statement_timestamp())) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
+           greatest(0, (CASE WHEN extract(epoch FROM (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)) - extract(epoch FROM refilled_at) IS NOT NULL THEN least(greatest(extract(epoch FROM (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)) - extract(epoch FROM refilled_at), -1000000000000.0), 1000000000000.0) END)::float8) AS elapsed_s
     FROM stored
 ),
 bucket AS (
@@ -974,7 +1051,8 @@ allowance AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+      AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
         SELECT concurrency_key FROM keys_held
         WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
@@ -983,7 +1061,8 @@ ready AS (
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, statement_timestamp()) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
+    WHERE session = %(session)s AND scheduled AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
         SELECT concurrency_key FROM keys_held
         WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
@@ -1004,7 +1083,10 @@ picked AS (
     LIMIT (SELECT n FROM allowance)
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -1013,12 +1095,16 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = %(owner)s, lease_token = (%(tokens)s::text[])[numbered.n],
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))),
-        lease_expires_at = least(coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => %(ttl_s)s::float8), coalesce(%(now)s::timestamptz, statement_timestamp()) + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))),
-        updated_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = (((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least((((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', (((%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -1026,7 +1112,8 @@ leased AS (
 ),
 spent AS (
     UPDATE session_settings AS s
-    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = coalesce(%(now)s::timestamptz, statement_timestamp())
+    SET tokens = bucket.tokens - (SELECT count(*) FROM leased), refilled_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
+        * (%(now)s::timestamptz = transaction_timestamp())::int)
     FROM bucket WHERE s.session = %(session)s
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*

@@ -14,13 +14,13 @@ WITH counted AS (
     SELECT status, sum(n)::bigint AS n FROM lead_counts WHERE session = %(session)s
     GROUP BY status HAVING sum(n) <> 0
 )
-SELECT counted.status, counted.n, CASE WHEN oldest.at IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM oldest.at), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s,
-       (SELECT CASE WHEN paused_until > coalesce(%(now)s::timestamptz, now()) THEN paused_until END AS paused_until FROM session_settings WHERE session = %(session)s)
+SELECT counted.status, counted.n, CASE WHEN oldest.at IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM oldest.at) IS NOT NULL THEN least(greatest(extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM oldest.at), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s,
+       (SELECT CASE WHEN paused_until > %(now)s::timestamptz THEN paused_until END AS paused_until FROM session_settings WHERE session = %(session)s)
 FROM (SELECT least(
-        (SELECT min(available_at) FROM leads
+        (SELECT min(available_at) AS at FROM leads
          WHERE session = %(session)s AND status = 'queued' AND NOT scheduled),
-        (SELECT min(available_at) FROM leads
-         WHERE session = %(session)s AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()))) AS at) AS oldest LEFT JOIN counted ON true;
+        (SELECT min(available_at) AS at FROM leads
+         WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz)) AS at) AS oldest LEFT JOIN counted ON true;
 
 -- ========================================================================================
 -- stats_all
@@ -42,27 +42,50 @@ GROUP BY session, status HAVING sum(n) <> 0;
 -- parameters: now
 
 -- name: paused_all
-SELECT session, paused_until FROM session_settings WHERE paused_until > coalesce(%(now)s::timestamptz, now());
+SELECT session, paused_until FROM session_settings WHERE paused_until > %(now)s::timestamptz;
 
 -- ========================================================================================
 -- fold_counts
 --
 -- Add every other slot of ``lead_counts`` into slot 0, so the table keeps about one row
--- per session and status however many backends wrote it; the pruner's, across sessions.
+-- per session and status however many backends wrote it; the pruner's, across sessions
+-- (or in one session, when scoped).
 --
 -- SKIP LOCKED leaves a slot a statement is writing to a later pass, and slot 0 rows are
 -- upserted in (session, status) order as the triggers do, so no lock waits on another in
 -- a cycle. The sums are unchanged at every commit.
 --
--- parameters: none
+-- parameters: session
 
--- name: fold_counts
+-- name: fold_counts (scoped=True)
 WITH moving AS (
-    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED
+    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 AND session = %(session)s
+    FOR UPDATE SKIP LOCKED
 ),
 moved AS (
     DELETE FROM lead_counts AS c USING moving AS m
     WHERE c.session = m.session AND c.status = m.status AND c.slot = m.slot
+          AND c.session = %(session)s
+    RETURNING c.session, c.status, c.n
+),
+folded AS (
+    INSERT INTO lead_counts AS c (session, status, slot, n)
+    SELECT session, status, 0, sum(n) FROM moved GROUP BY session, status
+    ORDER BY session, status
+    ON CONFLICT (session, status, slot) DO UPDATE SET n = c.n + excluded.n
+    RETURNING 1
+)
+SELECT count(*) AS folded FROM folded;
+
+-- name: fold_counts (scoped=False)
+WITH moving AS (
+    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 
+    FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM lead_counts AS c USING moving AS m
+    WHERE c.session = m.session AND c.status = m.status AND c.slot = m.slot
+          
     RETURNING c.session, c.status, c.n
 ),
 folded AS (
@@ -77,20 +100,54 @@ SELECT count(*) AS folded FROM folded;
 -- ========================================================================================
 -- forget_zero_counts
 --
--- Delete the slot-0 counts that came to zero (a pruned session leaves no row behind).
+-- Delete the slot-0 counts that came to zero (a pruned session leaves no row behind); in
+-- one session when scoped.
 --
--- parameters: none
+-- parameters: session
 
--- name: forget_zero_counts
+-- name: forget_zero_counts (scoped=True)
 WITH zero AS (
-    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 FOR UPDATE SKIP LOCKED
+    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 AND session = %(session)s
+    FOR UPDATE SKIP LOCKED
 ),
 forgotten AS (
     DELETE FROM lead_counts AS c USING zero AS z
     WHERE c.session = z.session AND c.status = z.status AND c.slot = 0
+          AND c.session = %(session)s
     RETURNING 1
 )
 SELECT count(*) AS forgotten FROM forgotten;
+
+-- name: forget_zero_counts (scoped=False)
+WITH zero AS (
+    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 
+    FOR UPDATE SKIP LOCKED
+),
+forgotten AS (
+    DELETE FROM lead_counts AS c USING zero AS z
+    WHERE c.session = z.session AND c.status = z.status AND c.slot = 0
+          
+    RETURNING 1
+)
+SELECT count(*) AS forgotten FROM forgotten;
+
+-- ========================================================================================
+-- sessions_to_keep
+--
+-- The sessions with expired leases (``sweep``), due scheduled leads (``promote``) or
+-- counts to fold or forget (``fold_counts``, ``forget_zero_counts``): a read of every
+-- shard through the index each upkeep uses, without a lock.
+--
+-- parameters: now
+
+-- name: sessions_to_keep (of=expired)
+SELECT DISTINCT session FROM leads WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz;
+
+-- name: sessions_to_keep (of=due)
+SELECT DISTINCT session FROM leads WHERE scheduled AND available_at <= %(now)s::timestamptz;
+
+-- name: sessions_to_keep (of=counts)
+SELECT DISTINCT session FROM lead_counts WHERE slot <> 0 OR n = 0;
 
 -- ========================================================================================
 -- db_now
@@ -132,15 +189,14 @@ SELECT version_num FROM alembic_version;
 -- parameters: now
 
 -- name: oldest_available
-SELECT c.session, CASE WHEN o.at IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM o.at) IS NOT NULL THEN least(greatest(extract(epoch FROM coalesce(%(now)s::timestamptz, now())) - extract(epoch FROM o.at), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s
+SELECT c.session, CASE WHEN least(ready.at, due.at) IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at)) IS NOT NULL THEN least(greatest(extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at)), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s
 FROM (SELECT session FROM lead_counts WHERE status = 'queued'
       GROUP BY session HAVING sum(n) > 0) AS c
-CROSS JOIN LATERAL (SELECT least(
-        (SELECT min(available_at) FROM leads
-         WHERE session = c.session AND status = 'queued' AND NOT scheduled),
-        (SELECT min(available_at) FROM leads
-         WHERE session = c.session AND scheduled AND available_at <= coalesce(%(now)s::timestamptz, now()))) AS at) AS o
-WHERE o.at IS NOT NULL;
+CROSS JOIN LATERAL (SELECT min(available_at) AS at FROM leads
+         WHERE session = c.session AND status = 'queued' AND NOT scheduled) AS ready
+CROSS JOIN LATERAL (SELECT min(available_at) AS at FROM leads
+         WHERE session = c.session AND scheduled AND available_at <= %(now)s::timestamptz) AS due
+WHERE least(ready.at, due.at) IS NOT NULL;
 
 -- ========================================================================================
 -- lead_events

@@ -9,7 +9,7 @@
 -- parameters: now
 
 -- name: schedule_now
-SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+SELECT %(now)s::timestamptz AS now;
 
 -- ========================================================================================
 -- schedule_put
@@ -21,7 +21,7 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- name: schedule_put
 INSERT INTO schedules AS s (name, session, cron, timezone, lead, next_tick, created_at, updated_at)
 VALUES (%(name)s, %(session)s, %(cron)s, %(timezone)s, CAST(%(lead)s AS jsonb), %(next_tick)s,
-        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+        %(now)s::timestamptz, %(now)s::timestamptz)
 ON CONFLICT (name) DO UPDATE
 SET session = excluded.session, cron = excluded.cron, timezone = excluded.timezone,
     lead = excluded.lead, next_tick = excluded.next_tick, updated_at = excluded.updated_at
@@ -66,8 +66,8 @@ DELETE FROM schedules WHERE name = %(name)s RETURNING name;
 -- parameters: limit, now
 
 -- name: schedules_due
-SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at, coalesce(%(now)s::timestamptz, now()) AS now FROM schedules
-WHERE next_tick <= coalesce(%(now)s::timestamptz, now())
+SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at, %(now)s::timestamptz AS now FROM schedules
+WHERE next_tick <= %(now)s::timestamptz
 ORDER BY next_tick, name
 LIMIT %(limit)s;
 
@@ -82,7 +82,7 @@ LIMIT %(limit)s;
 -- name: schedule_fire
 WITH advanced AS (
     UPDATE schedules
-    SET next_tick = %(next_tick)s, updated_at = coalesce(%(now)s::timestamptz, now())
+    SET next_tick = %(next_tick)s, updated_at = %(now)s::timestamptz
     WHERE name = %(name)s AND next_tick = %(tick_was)s
     RETURNING session, lead
 )

@@ -80,6 +80,7 @@ from app.store.statements.reads import (
     one_snapshot,
     paused_all,
     schema_revision,
+    sessions_to_keep,
     stats,
     stats_all,
 )
@@ -196,6 +197,7 @@ __all__ = [
     "schema_revision",
     "session_report",
     "sessions_like",
+    "sessions_to_keep",
     "settings_all",
     "settings_barrier",
     "settings_get",

@@ -10,7 +10,8 @@ A builder's arguments are of two kinds. Those its text function takes (the
 *variants*: ``ledger``, ``skip_locked``, ``lean``, ``scoped`` …) choose the text,
 written once per combination and cached, so the hot path never rebuilds it. The
 others are bound parameters, passed to PostgreSQL as ``%(name)s`` values; one
-left out takes its default from the signature.
+left out takes its default from the signature. ``now`` left ``None`` (the
+database clock) is bound to ``DB_CLOCK`` (``app.store.statements.fragments``).
 
 ``REGISTRY`` holds every builder with the values each variant takes, for the
 rendering of every text into ``app/store/sql/`` (``python -m app.store.render``)
@@ -24,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple, ParamSpec
+
+from app.store.statements.fragments import DB_CLOCK
 
 P = ParamSpec("P")
 
@@ -93,10 +96,14 @@ def statement(
             if declared[parameter].default is not empty
         }
 
+        clocked = "now" in bound
+
         def build(*args: P.args, **kwargs: P.kwargs) -> Statement:
             if args:
                 raise TypeError(f"{name} takes keyword arguments only")
             key = [kwargs.pop(variant, default) for variant, default in by_default]
+            if clocked and kwargs.get("now") is None:
+                kwargs["now"] = DB_CLOCK
             return Statement(name, written(*key), {**defaults, **kwargs} if defaults else kwargs)
 
         build.__name__ = build.__qualname__ = name

@@ -7,9 +7,14 @@ Rules that hold for every statement of ``app.store.statements``:
 * Every guarded statement re-checks the lease in its own WHERE clause —
   status, token and expiry against the database clock — never by reading first
   and writing after. "No row matched" is how a lost lease shows.
-* ``NOW`` is the database clock, or an injected instant in tests
-  (``coalesce(%(now)s, now())``, as River does). Inside one statement ``now()``
-  is constant, so a statement reaches one verdict.
+* ``NOW`` is the database clock, or an injected instant in tests: the
+  parameter ``now`` is bound to that instant, or to ``DB_CLOCK`` (the builders
+  of ``_build`` do it). Inside one statement the instant is constant, so a
+  statement reaches one verdict. No ``coalesce(%(now)s, now())`` (River's way):
+  Citus refuses a stable function inside ``COALESCE`` or ``CASE`` in a
+  modification, and a stable function of a column (``timestamptz + interval``)
+  anywhere in an ``UPDATE``, so an instant plus a column's seconds is
+  ``plus_seconds`` (docs/scaling.md, "The clock on a cluster").
 * No SQL is built from input: only constants are interpolated; values are
   bound parameters, written ``%(name)s`` as psycopg takes them (a literal
   ``%`` is ``%%``). Nothing is compiled: the text is what PostgreSQL gets, and
@@ -31,12 +36,30 @@ from leaseq.limits import (
 )
 from leaseq.model import FINAL_STATUSES, Lead
 
-NOW = "coalesce(%(now)s::timestamptz, now())"
+# PostgreSQL's input for the start of the current transaction: ``'now'::timestamptz`` is
+# the instant ``now()`` gives, read when the parameter is bound.
+DB_CLOCK = "now"
+NOW = "%(now)s::timestamptz"
+
+
+def plus_seconds(instant: str, seconds: str) -> str:
+    """``instant + seconds`` in immutable arithmetic (on UTC timestamps, exact to the
+    microsecond as ``timestamptz + interval`` is), so Citus may ship it to a shard with a
+    column in ``seconds`` (the stable ``timestamptz + interval`` it refuses there)."""
+    return f"(({instant} AT TIME ZONE 'UTC') + make_interval(secs => {seconds})) AT TIME ZONE 'UTC'"
 
 
 # A notification's payload: the session, a space, and how many leads became available
 # (session names hold no space), so a process wakes that many of its waiters.
 NOTIFY_CHANNEL = "leaseq_queued"
+
+
+def notify(payload: str) -> str:
+    """A notification on ``NOTIFY_CHANNEL`` as a boolean column (always false): ``pg_notify``
+    itself returns ``void``, a column Citus cannot keep in the intermediate result of a
+    statement it plans through the coordinator (where the notification is then sent)."""
+    return f"pg_notify('{NOTIFY_CHANNEL}', {payload}) IS NULL"
+
 
 # The events that end an attempt: the dashboard's throughput counts them, and
 # index lead_events_outcomes_at (app.store.schema) covers exactly them.
@@ -80,21 +103,33 @@ def ledger_rows(
 )"""
 
 
-VALID_LEASE = f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > {NOW}"
+def valid_lease(routed: bool = False) -> str:
+    """The lease of ``req`` is valid on lead ``l``; ``routed``: and ``l`` is of the session
+    ``%(session)s`` (the lease token's: ``app.domain.lease_tokens``), which on a Citus
+    cluster routes the statement to that session's shard alone."""
+    return (
+        f"l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > {NOW}"
+        f"{' AND l.session = %(session)s' if routed else ''}"
+    )
 
 
-# A grouped statement locks the rows it changes first, skipping those another transaction
-# holds (an operator's SELECT … FOR UPDATE, a slow migration): it never waits on a row lock,
-# so one locked lead cannot hold up the other callers of its group nor the groups after.
-LOCKED_ROWS = f"""
+VALID_LEASE = valid_lease()
+
+
+def locked_rows(routed: bool) -> str:
+    """A grouped statement locks the rows it changes first, skipping those another
+    transaction holds (an operator's SELECT … FOR UPDATE, a slow migration): it never waits
+    on a row lock, so one locked lead cannot hold up the other callers of its group nor the
+    groups after."""
+    return f"""
 locked AS MATERIALIZED (
     SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
-    WHERE {VALID_LEASE}
+    WHERE {valid_lease(routed)}
     FOR UPDATE OF l SKIP LOCKED
 ),"""
 
 
-def busy_answer(changed: str, items: str, columns: str) -> str:
+def busy_answer(changed: str, items: str, columns: str, *, routed: bool) -> str:
     """``columns`` of every row of ``changed``, each with ``busy``: the positions (from 0) of
     the items of ``items`` whose lease was valid but whose row another transaction held, so it
     was skipped; one row of NULLs and ``busy`` when nothing changed. The caller sends those
@@ -104,7 +139,7 @@ SELECT {columns}, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM {items} AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
-          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND {VALID_LEASE})
+          AND EXISTS (SELECT FROM leads AS l WHERE l.id = req.lead_id AND {valid_lease(routed)})
         ORDER BY req.ord
     ) AS items
 ) AS busy LEFT JOIN {changed} ON true
@@ -112,6 +147,12 @@ SELECT {columns}, busy.items AS busy FROM (
 
 
 ONLY_LOCKED = " AND l.id IN (SELECT id FROM locked)"
+
+
+def only_session(scoped: bool, column: str = "session") -> str:
+    """``AND column = %(session)s`` in a statement scoped to one session; nothing across
+    sessions."""
+    return f"AND {column} = %(session)s" if scoped else ""
 
 
 def qualified(columns: str) -> str:
@@ -126,8 +167,11 @@ LIMITED = "(max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_k
 
 
 # The limited lease's clock: the statement's start, after the lock was granted, so
-# leases of one session are stamped in the order they took the lock.
-LOCKED_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
+# leases of one session are stamped in the order they took the lock. On the database clock
+# ``now`` is the transaction's start, so the time since is added; an injected instant
+# (never the transaction's start) is taken as it is. No CASE: Citus refuses one here.
+LOCKED_NOW = f"""({NOW} + (statement_timestamp() - transaction_timestamp())
+        * ({NOW} = transaction_timestamp())::int)"""
 
 
 SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s"
@@ -171,15 +215,22 @@ def seconds_between(earlier: str, later: str) -> str:
     return f"({within(span, -MAX_SPAN_S, MAX_SPAN_S)})::float8"
 
 
-def oldest_available_at(session: str) -> str:
+def oldest_ready_and_due(session: str) -> tuple[str, str]:
     """When the oldest lead of ``session`` (an SQL expression) that could be leased now became
-    available: the oldest ready one (``leads_ready_age``) or due scheduled one
-    (``leads_scheduled_due``), one index probe each; NULL when there is none."""
-    return f"""least(
-        (SELECT min(available_at) FROM leads
-         WHERE session = {session} AND status = 'queued' AND NOT scheduled),
-        (SELECT min(available_at) FROM leads
-         WHERE session = {session} AND scheduled AND available_at <= {NOW}))"""
+    available, as two queries of one row: its oldest ready lead (``leads_ready_age``) and its
+    oldest due scheduled one (``leads_scheduled_due``), one index probe each; NULL for none."""
+    return (
+        f"""SELECT min(available_at) AS at FROM leads
+         WHERE session = {session} AND status = 'queued' AND NOT scheduled""",
+        f"""SELECT min(available_at) AS at FROM leads
+         WHERE session = {session} AND scheduled AND available_at <= {NOW}""",
+    )
+
+
+def oldest_available_at(session: str) -> str:
+    """The earlier of ``oldest_ready_and_due``: NULL when ``session`` has no such lead."""
+    ready, due = oldest_ready_and_due(session)
+    return f"least(\n        ({ready}),\n        ({due}))"
 
 
 def age_of(since: str) -> str:

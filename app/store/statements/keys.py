@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.store.statements._build import statement
+from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     NOW,
 )
@@ -51,14 +51,14 @@ def remembered(*, key: str, verb: str) -> None:
     """The request a key was claimed for, and its answer."""
 
 
-def _prune_keys() -> str:
+def _prune_keys(skip_locked: bool) -> str:
     return f"""
 WITH doomed AS (
     SELECT verb, key FROM idempotency_keys
     WHERE created_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
     ORDER BY created_at
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    {"FOR UPDATE SKIP LOCKED" if skip_locked else ""}
 ),
 pruned AS (
     DELETE FROM idempotency_keys AS k USING doomed
@@ -69,6 +69,12 @@ SELECT count(*) AS pruned FROM pruned
 """
 
 
-@statement(_prune_keys)
-def prune_keys(*, limit: int, older_than_s: float, now: datetime | None) -> None:
-    """Delete up to ``limit`` idempotency keys older than ``older_than_s`` (oldest first)."""
+@statement(_prune_keys, skip_locked=BOTH)
+def prune_keys(
+    *, limit: int, older_than_s: float, now: datetime | None, skip_locked: bool = True
+) -> None:
+    """Delete up to ``limit`` idempotency keys older than ``older_than_s`` (oldest first).
+
+    SKIP LOCKED leaves a key another pruner chose to it; a Citus cluster refuses that lock
+    across shards (the keys are distributed by key), and there the pruners may wait on each
+    other instead: a key another one deleted meanwhile is just not counted twice."""

@@ -12,7 +12,6 @@ from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     LAST_ATTEMPT,
     LEAD_COLUMNS,
-    LOCKED_ROWS,
     NOTIFY_CHANNEL,
     NOW,
     ONLY_LOCKED,
@@ -20,7 +19,11 @@ from app.store.statements.fragments import (
     VALID_LEASE,
     busy_answer,
     ledger_rows,
+    locked_rows,
+    notify,
+    plus_seconds,
     qualified,
+    valid_lease,
 )
 
 
@@ -46,7 +49,7 @@ inserted AS (
                        max_runtime_s, traceparent, has_dependents)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
-           {NOW} + make_interval(secs => delay_s), delay_s > 0, {NOW}, {NOW}, concurrency_key,
+           {plus_seconds(NOW, "delay_s")}, delay_s > 0, {NOW}, {NOW}, concurrency_key,
            max_runtime_s, traceparent, has_dependents
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
@@ -55,7 +58,7 @@ inserted AS (
 -- The uncorrelated subquery runs once, and only when something was inserted; it
 -- counts the leads available now (a delayed one wakes nobody).
 SELECT id, key,
-       (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s || ' ' || count(*))
+       (SELECT {notify("%(session)s || ' ' || count(*)")}
         FROM inserted WHERE NOT scheduled) AS notified
 FROM inserted ORDER BY id
 """
@@ -97,47 +100,52 @@ def existing_keys(*, session: str, keys: list[str | None]) -> None:
     """Ids of keys already present in a session (the duplicates of a push)."""
 
 
-def _renew_many(skip_locked: bool) -> str:
+def _renew_many(skip_locked: bool, routed: bool) -> str:
     answer = (
-        busy_answer("renewed", "req", "renewed.*") if skip_locked else "\nSELECT * FROM renewed"
+        busy_answer("renewed", "req", "renewed.*", routed=routed)
+        if skip_locked
+        else "\nSELECT * FROM renewed"
     )
     return f"""
 WITH req AS (
     SELECT * FROM unnest(
         %(ids)s::bigint[], %(tokens)s::text[], %(ttls)s::float8[], %(checkpoints)s::text[]
     ) WITH ORDINALITY AS r(lead_id, token, ttl_s, checkpoint, ord)
-),{LOCKED_ROWS if skip_locked else ""}
+),{locked_rows(routed) if skip_locked else ""}
 renewed AS (
     UPDATE leads AS l
-    SET lease_expires_at = least({NOW} + make_interval(secs => req.ttl_s), l.runtime_ends_at),
+    SET lease_expires_at = least({plus_seconds(NOW, "req.ttl_s")}, l.runtime_ends_at),
         updated_at = {NOW}, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
-    WHERE l.id = req.lead_id AND {VALID_LEASE}{ONLY_LOCKED if skip_locked else ""}
+    WHERE l.id = req.lead_id AND {valid_lease(routed)}{ONLY_LOCKED if skip_locked else ""}
     RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s
 ){answer}"""
 
 
 # The seconds a renewal granted: its ttl, or less where the maximum runtime ends first (a
 # lease never lasts past it, so a renewal after it finds the lease expired, lease_lost).
-_GRANTED = f"""CASE WHEN l.runtime_ends_at < {NOW} + make_interval(secs => req.ttl_s)
+_GRANTED = f"""CASE WHEN l.runtime_ends_at < {plus_seconds(NOW, "req.ttl_s")}
          THEN extract(epoch FROM l.runtime_ends_at - {NOW})::float8 ELSE req.ttl_s END"""
 
 
-@statement(_renew_many, skip_locked=BOTH)
+@statement(_renew_many, skip_locked=BOTH, routed=BOTH)
 def renew_many(
     *,
     checkpoints: list[str | None],
     ids: list[int],
     tokens: list[str],
     ttls: list[float],
+    session: str | None = None,
     now: datetime | None,
     skip_locked: bool = False,
+    routed: bool = False,
 ) -> None:
     """Extend each valid lease of the batch; the rows returned are the ones that were valid.
 
     An item's checkpoint (JSON text; NULL: none) replaces the lead's, which otherwise stays.
     ``skip_locked`` (group commit): a lease whose row another transaction holds is left as it
-    is and named in ``busy`` (``busy_answer``) instead of waited for.
+    is and named in ``busy`` (``busy_answer``) instead of waited for. ``routed``: every lease
+    is of ``session`` (its token's), which routes the statement to one shard on a cluster.
     """
 
 
@@ -155,10 +163,10 @@ def runtime_ran_out(*, ids: list[int], tokens: list[str], now: datetime | None) 
     yet swept: why their renewal was refused."""
 
 
-def _complete_many(ledger: bool, lean: bool, skip_locked: bool) -> str:
+def _complete_many(ledger: bool, lean: bool, skip_locked: bool, routed: bool) -> str:
     columns = "item" if lean else f"{LEAD_COLUMNS}, item"
     answer = (
-        busy_answer("completed", "input", columns)
+        busy_answer("completed", "input", columns, routed=routed)
         if skip_locked
         else f"\nSELECT {columns} FROM completed"
     )
@@ -171,18 +179,18 @@ WITH input AS (
 ),
 req AS (
     SELECT DISTINCT ON (lead_id, token) * FROM input ORDER BY lead_id, token, ord
-),{LOCKED_ROWS if skip_locked else ""}
+),{locked_rows(routed) if skip_locked else ""}
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = {NOW}
     FROM req
-    WHERE l.id = req.lead_id AND {VALID_LEASE}{ONLY_LOCKED if skip_locked else ""}
+    WHERE l.id = req.lead_id AND {valid_lease(routed)}{ONLY_LOCKED if skip_locked else ""}
     RETURNING l.*, req.ord - 1 AS item
 ){ledger_rows("completed", "completed", enabled=ledger)}{answer}"""
 
 
-@statement(_complete_many, ledger=BOTH, lean=BOTH, skip_locked=BOTH)
+@statement(_complete_many, ledger=BOTH, lean=BOTH, skip_locked=BOTH, routed=BOTH)
 def complete_many(
     *,
     errors: list[str | None],
@@ -190,10 +198,12 @@ def complete_many(
     results: list[str | None],
     statuses: list[str],
     tokens: list[str],
+    session: str | None = None,
     now: datetime | None,
     ledger: bool,
     lean: bool = False,
     skip_locked: bool = False,
+    routed: bool = False,
 ) -> None:
     """Finish each valid lease of the batch with its status; returns the leads that finished.
 
@@ -203,7 +213,8 @@ def complete_many(
     less time per batch of 100 than reading every column back). The lead keeps
     the lease's token (never shown), so ``completed_already`` knows a retry.
     ``skip_locked`` (group commit): a lease whose row another transaction holds is left
-    as it is and named, with every item of it, in ``busy`` (``busy_answer``).
+    as it is and named, with every item of it, in ``busy`` (``busy_answer``). ``routed``:
+    every lease is of ``session``, as in ``renew_many``.
     """
 
 
@@ -242,12 +253,13 @@ released AS (
     UPDATE leads AS l
     SET status = CASE WHEN {last} THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN {last}
-                     THEN 'released on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'released on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
         available_at = CASE WHEN {last} THEN l.available_at
-                            ELSE {NOW} + make_interval(secs => %(delay_s)s::float8) END,
+                            ELSE {plus_seconds(NOW, "%(delay_s)s::float8")} END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = {NOW}
@@ -257,7 +269,7 @@ released AS (
 ),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('{NOTIFY_CHANNEL}', session || ' 1') END AS notified
+            THEN {notify("session || ' 1'")} END AS notified
 FROM released
 """
 
@@ -266,7 +278,7 @@ FROM released
 _THROTTLED = f"""
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT released.session, {NOW} + make_interval(secs => cooldown.s), {NOW}
+    SELECT released.session, {plus_seconds(NOW, "cooldown.s")}, {NOW}
     FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
     ON CONFLICT (session) DO UPDATE
         SET paused_until = greatest(s.paused_until, excluded.paused_until)
@@ -313,7 +325,8 @@ swept AS (
     UPDATE leads AS l
     SET status = CASE WHEN {LAST_ATTEMPT} THEN 'failed' ELSE 'queued' END,
         error = CASE WHEN {LAST_ATTEMPT}
-                     THEN 'lease expired on attempt ' || l.attempts || ' of ' || l.max_attempts
+                     THEN 'lease expired on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}
     FROM expired
@@ -379,7 +392,7 @@ WITH retried AS (
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ){ledger_rows("retried", "retried", enabled=ledger)}
-SELECT {LEAD_COLUMNS}, (SELECT pg_notify('{NOTIFY_CHANNEL}', session || ' 1')) AS notified
+SELECT {LEAD_COLUMNS}, {notify("session || ' 1'")} AS notified
 FROM retried
 """
 
@@ -467,7 +480,7 @@ retried AS (
     RETURNING l.*
 ){ledger_rows("retried", "retried", enabled=ledger)}
 SELECT count(*) AS retried, {NOW} AS started,
-       (SELECT pg_notify('{NOTIFY_CHANNEL}', %(session)s || ' ' || count(*))
+       (SELECT {notify("%(session)s || ' ' || count(*)")}
         FROM retried HAVING count(*) > 0) AS notified
 FROM retried
 """

@@ -20,6 +20,8 @@ from app.store.statements.fragments import (
     SETTINGS,
     VALID_LEASE,
     ledger_rows,
+    only_session,
+    plus_seconds,
     qualified,
     seconds_between,
 )
@@ -211,8 +213,9 @@ def complete_and_lease(
 def _limited_gate() -> str:
     """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
     return f"""limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited).
-    SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED}
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND {LIMITED}
 ),
 """
 
@@ -229,7 +232,7 @@ ORDER BY priority DESC, id"""
 _ONE_HOLDER = ("%(owner)s", "%(ttl_s)s::float8")
 
 
-_HOLDER_PER_SLOT = ("(%(owners)s::text[])[numbered.n]", "(%(ttls)s::float8[])[numbered.n]")
+_HOLDER_PER_SLOT = ("(%(owners)s::text[])[n]", "(%(ttls)s::float8[])[n]")
 
 
 def _lease_group(ledger: bool) -> str:
@@ -287,7 +290,7 @@ def _claim_and_lease(
     chosen among the candidates (``_KEYED_PICK``); by default the best ``limit``.
 
     A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
-    maximum runtime (``_RUNTIME_ENDS``), and its lease never lasts past it."""
+    maximum runtime (``_RUNTIME_S`` after ``clock``), and its lease never lasts past it."""
     owner, ttl = holder
     picked = (
         picked
@@ -296,7 +299,7 @@ def _claim_and_lease(
     LIMIT {limit}"""
     )
     only_if = f"{only_if} {_NOT_PAUSED}"
-    ends = _RUNTIME_ENDS.format(clock=clock)
+    ends = plus_seconds(clock, _RUNTIME_S)
     ledger_cte = ledger_rows(
         "leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock
     )
@@ -320,7 +323,10 @@ picked AS (
     {picked}
 ),
 numbered AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, {owner} AS owner, {ttl} AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -329,9 +335,9 @@ promoted AS (
 ),
 leased AS (
     UPDATE leads AS l
-    SET status = 'leased', owner = {owner}, lease_token = (%(tokens)s::text[])[numbered.n],
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
         attempts = l.attempts + 1, scheduled = false, runtime_ends_at = {ends},
-        lease_expires_at = least({clock} + make_interval(secs => {ttl}), {ends}),
+        lease_expires_at = least({plus_seconds(clock, "numbered.ttl_s")}, {ends}),
         updated_at = {clock}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
@@ -346,14 +352,14 @@ leased AS (
 
 # A session paused now (``paused_until``, on the statement's clock): its leases claim nothing.
 _PAUSED = """paused AS (
-    SELECT FROM session_settings WHERE session = %(session)s AND paused_until > {clock}
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > {clock}
 ),
 """
 _NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
 # Where the maximum runtime of an attempt leased at ``clock`` ends: the lead's own, else its
 # session's default; NULL (no maximum) when neither is set.
-_RUNTIME_ENDS = """{clock} + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))"""
+_RUNTIME_S = """coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))"""
 # The candidates of a lease: its ready and due leads.
 _CANDIDATES = "(SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates"
 # A session with max_leased_per_key (``lease_limited``, under the session's lock): the leads
@@ -383,11 +389,11 @@ _KEYED_PICK = f"""SELECT id, priority FROM (
     LIMIT {{limit}}"""
 
 
-def _promote() -> str:
+def _promote(scoped: bool) -> str:
     return f"""
 WITH due AS (
     SELECT id FROM leads
-    WHERE scheduled AND available_at <= {NOW}
+    WHERE scheduled AND available_at <= {NOW} {only_session(scoped)}
     ORDER BY available_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -395,7 +401,7 @@ WITH due AS (
 promoted AS (
     UPDATE leads AS l SET scheduled = false
     FROM due
-    WHERE l.id = due.id AND l.scheduled
+    WHERE l.id = due.id AND l.scheduled {only_session(scoped, "l.session")}
     RETURNING l.session
 )
 SELECT count(*) AS promoted,
@@ -405,9 +411,12 @@ FROM promoted
 """
 
 
-@statement(_promote)
-def promote(*, limit: int, now: datetime | None) -> None:
-    """Make up to ``limit`` scheduled leads that came due ready (any session); the sweeper's.
+@statement(_promote, scoped=BOTH)
+def promote(
+    *, session: str | None = None, limit: int, now: datetime | None, scoped: bool = False
+) -> None:
+    """Make up to ``limit`` scheduled leads that came due ready (any session, or one session's
+    when scoped); the sweeper's.
 
     Oldest due first, through ``leads_scheduled_at``; SKIP LOCKED leaves a row
     a lease holds to that lease. Notifies each session of its promoted leads.

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.store.statements._build import statement
+from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     NOW,
     PAUSED_UNTIL,
     age_of,
     oldest_available_at,
+    oldest_ready_and_due,
+    only_session,
 )
 
 
@@ -54,14 +56,16 @@ def paused_all(*, now: datetime | None) -> None:
     """The sessions paused now, and until when."""
 
 
-def _fold_counts() -> str:
-    return """
+def _fold_counts(scoped: bool) -> str:
+    return f"""
 WITH moving AS (
-    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED
+    SELECT session, status, slot FROM lead_counts WHERE slot <> 0 {only_session(scoped)}
+    FOR UPDATE SKIP LOCKED
 ),
 moved AS (
     DELETE FROM lead_counts AS c USING moving AS m
     WHERE c.session = m.session AND c.status = m.status AND c.slot = m.slot
+          {only_session(scoped, "c.session")}
     RETURNING c.session, c.status, c.n
 ),
 folded AS (
@@ -75,10 +79,11 @@ SELECT count(*) AS folded FROM folded
 """
 
 
-@statement(_fold_counts)
-def fold_counts() -> None:
+@statement(_fold_counts, scoped=BOTH)
+def fold_counts(*, session: str | None = None, scoped: bool = False) -> None:
     """Add every other slot of ``lead_counts`` into slot 0, so the table keeps about one row
-    per session and status however many backends wrote it; the pruner's, across sessions.
+    per session and status however many backends wrote it; the pruner's, across sessions
+    (or in one session, when scoped).
 
     SKIP LOCKED leaves a slot a statement is writing to a later pass, and slot 0 rows are
     upserted in (session, status) order as the triggers do, so no lock waits on another in
@@ -86,23 +91,46 @@ def fold_counts() -> None:
     """
 
 
-def _forget_zero_counts() -> str:
-    return """
+def _forget_zero_counts(scoped: bool) -> str:
+    return f"""
 WITH zero AS (
-    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 FOR UPDATE SKIP LOCKED
+    SELECT session, status FROM lead_counts WHERE slot = 0 AND n = 0 {only_session(scoped)}
+    FOR UPDATE SKIP LOCKED
 ),
 forgotten AS (
     DELETE FROM lead_counts AS c USING zero AS z
     WHERE c.session = z.session AND c.status = z.status AND c.slot = 0
+          {only_session(scoped, "c.session")}
     RETURNING 1
 )
 SELECT count(*) AS forgotten FROM forgotten
 """
 
 
-@statement(_forget_zero_counts)
-def forget_zero_counts() -> None:
-    """Delete the slot-0 counts that came to zero (a pruned session leaves no row behind)."""
+@statement(_forget_zero_counts, scoped=BOTH)
+def forget_zero_counts(*, session: str | None = None, scoped: bool = False) -> None:
+    """Delete the slot-0 counts that came to zero (a pruned session leaves no row behind); in
+    one session when scoped."""
+
+
+# The sessions an upkeep across sessions would change, for a Citus cluster, where it runs
+# per session: a locking read across shards is refused there (docs/scaling.md).
+_UPKEEP = {
+    "expired": f"FROM leads WHERE status = 'leased' AND lease_expires_at <= {NOW}",
+    "due": f"FROM leads WHERE scheduled AND available_at <= {NOW}",
+    "counts": "FROM lead_counts WHERE slot <> 0 OR n = 0",
+}
+
+
+def _sessions_to_keep(of: str) -> str:
+    return f"SELECT DISTINCT session {_UPKEEP[of]}"
+
+
+@statement(_sessions_to_keep, of=tuple(_UPKEEP))
+def sessions_to_keep(*, of: str, now: datetime | None = None) -> None:
+    """The sessions with expired leases (``sweep``), due scheduled leads (``promote``) or
+    counts to fold or forget (``fold_counts``, ``forget_zero_counts``): a read of every
+    shard through the index each upkeep uses, without a lock."""
 
 
 def _db_now() -> str:
@@ -133,12 +161,16 @@ def schema_revision() -> None:
 
 
 def _oldest_available() -> str:
+    # Each probe a lateral query of its own, with a FROM and joined on the session: Citus
+    # runs the whole statement on each shard (a subquery without FROM it cannot correlate).
+    ready, due = oldest_ready_and_due("c.session")
     return f"""
-SELECT c.session, {age_of("o.at")} AS age_s
+SELECT c.session, {age_of("least(ready.at, due.at)")} AS age_s
 FROM (SELECT session FROM lead_counts WHERE status = 'queued'
       GROUP BY session HAVING sum(n) > 0) AS c
-CROSS JOIN LATERAL (SELECT {oldest_available_at("c.session")} AS at) AS o
-WHERE o.at IS NOT NULL
+CROSS JOIN LATERAL ({ready}) AS ready
+CROSS JOIN LATERAL ({due}) AS due
+WHERE least(ready.at, due.at) IS NOT NULL
 """
 
 

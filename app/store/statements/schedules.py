@@ -19,8 +19,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from app.store.statements._build import statement
+from app.store.statements.fragments import NOW
 
-NOW = "coalesce(%(now)s::timestamptz, now())"
 COLUMNS = "name, session, cron, timezone, lead, next_tick, created_at, updated_at"
 
 

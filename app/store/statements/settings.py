@@ -7,11 +7,12 @@ from datetime import datetime
 from app.store.statements._build import statement
 from app.store.statements.fragments import (
     FOREVER,
-    NOTIFY_CHANNEL,
     NOW,
     PAUSED_UNTIL,
     SETTINGS,
     SETTINGS_COLUMNS,
+    notify,
+    plus_seconds,
 )
 
 
@@ -95,7 +96,7 @@ def _pause() -> str:
     return f"""
 INSERT INTO session_settings AS s (session, paused_until, updated_at)
 VALUES (%(session)s,
-        coalesce({NOW} + make_interval(secs => %(for_s)s::float8), {FOREVER}), {NOW})
+        coalesce({plus_seconds(NOW, "%(for_s)s::float8")}, {FOREVER}), {NOW})
 ON CONFLICT (session) DO UPDATE SET paused_until = excluded.paused_until
 RETURNING {SETTINGS}, {PAUSED_UNTIL}
 """
@@ -113,7 +114,7 @@ WITH resumed AS (
     UPDATE session_settings SET paused_until = NULL WHERE session = %(session)s RETURNING *
 )
 SELECT {SETTINGS}, NULL::timestamptz AS paused_until,
-       pg_notify('{NOTIFY_CHANNEL}', session) AS notified
+       {notify("session")} AS notified
 FROM resumed
 """
 

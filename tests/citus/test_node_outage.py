@@ -1,0 +1,153 @@
+"""A worker node of the cluster stops while work runs: the sessions whose shards it holds
+answer Unavailable (503 over HTTP) at once, never another error and never a hang; the
+sessions of the other node keep leasing; once the node is back every lead ends once, by
+one lease.
+
+With the ledger on, not yet: a lease's ledger rows go through the coordinator, which sends
+the statement's intermediate results to every worker node, so a stopped node stops the
+leases of every session (docs/scaling.md, "The ledger on a cluster")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter, defaultdict
+
+import psycopg
+import pytest
+
+from app.domain.queue import Queue
+from app.store.pool import Database
+from leaseq.errors import LeaseLost, Unavailable
+from leaseq.model import NewLead
+from tests.citus.cluster import Cluster
+from tests.support import leasing_of
+
+SESSIONS = 8
+PER_SESSION = 25
+WORKERS = 6
+TTL_S = 5.0  # outlasts the outage; a lease it orphaned (its answer lost) comes back after
+DEADLINE_S = 90.0
+
+
+def _node_of(database_url: str, sessions: list[str]) -> dict[str, int]:
+    """The port of the worker node that holds each session's shard."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return {
+            session: port
+            for session, port in conn.execute(
+                "SELECT s, nodeport FROM unnest(%s::text[]) AS s, citus_shards"
+                " WHERE table_name = 'leads'::regclass"
+                " AND shardid = get_shard_id_for_distribution_column('leads', s)",
+                [sessions],
+            )
+        }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "ledger",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True, reason="a lease's ledger rows reach every node (docs/scaling.md)"
+            ),
+        ),
+    ],
+)
+async def test_a_stopped_worker_node_costs_only_its_sessions(
+    db: Database, database_url: str, citus_cluster: Cluster, ledger: bool
+) -> None:
+    queue = Queue(db, ledger=ledger)
+    sessions = [f"s{n}" for n in range(SESSIONS)]
+    node_of = _node_of(database_url, sessions)
+    stopped = citus_cluster.workers[0]
+    down = {session for session, port in node_of.items() if port == stopped.port}
+    assert down and len(down) < SESSIONS  # sessions on both nodes
+    for session in sessions:
+        await queue.push(session, [NewLead(payload={"n": n}) for n in range(PER_SESSION)])
+
+    outage = asyncio.Event()
+    quarter_done = asyncio.Event()
+    answers: Counter[tuple[str, str]] = Counter()  # (session, "ok" | "unavailable")
+    completed: Counter[str] = Counter()
+    done_by: defaultdict[int, set[str]] = defaultdict(set)  # each lead's completed leases
+    leasing = leasing_of(queue)
+
+    async def settle(session: str, lead_id: int, token: str) -> bool:
+        """Complete a lease; False when its node is down (the worker sends it again later,
+        as an SDK does, and meanwhile works for the other sessions)."""
+        try:
+            await queue.complete(lead_id, token)
+        except Unavailable:
+            answers[session, "unavailable"] += 1
+            return False
+        except LeaseLost:  # it expired while its node was down: swept, leased again
+            return True
+        if token not in done_by[lead_id]:  # not the same completion answered again
+            done_by[lead_id].add(token)
+            completed[session] += 1
+        if sum(completed.values()) >= SESSIONS * PER_SESSION // 4:
+            quarter_done.set()
+        return True
+
+    async def work(i: int) -> None:
+        mine = sessions[i % SESSIONS :] + sessions[: i % SESSIONS]
+        pending: list[tuple[str, int, str]] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(completed.values()) < SESSIONS * PER_SESSION:
+            assert time.monotonic() < deadline, (completed, answers)
+            pending = [one for one in pending if not await settle(*one)]
+            took = 0
+            for session in mine:
+                try:
+                    leases = await leasing.lease_next(session, f"w{i}", max=2, ttl_s=TTL_S)
+                except Unavailable:
+                    answers[session, "unavailable"] += 1
+                    continue
+                answers[session, "ok"] += 1
+                for lease in leases:
+                    if not await settle(session, lease.lead.id, lease.token):
+                        pending.append((session, lease.lead.id, lease.token))
+                took += len(leases)
+            if not took:
+                with contextlib.suppress(Unavailable):
+                    await queue.sweep_all()  # leases the outage orphaned
+                await asyncio.sleep(0.05)
+
+    async def outage_of_one_node() -> None:
+        await quarter_done.wait()
+        await asyncio.to_thread(citus_cluster.stop_node, stopped)
+        outage.set()
+        before = {session: completed[session] for session in sessions}
+        try:
+            await asyncio.sleep(1.5)  # the outage: the other node's sessions go on meanwhile
+            up = [session for session in sessions if session not in down]
+            # The other node's sessions kept going while this one was down.
+            assert sum(completed[s] for s in up) > sum(before[s] for s in up), (
+                completed,
+                answers,
+                down,
+            )
+        finally:
+            await asyncio.to_thread(citus_cluster.start_node, stopped)
+
+    ran = await asyncio.gather(
+        outage_of_one_node(), *(work(i) for i in range(WORKERS)), return_exceptions=True
+    )
+    if stopped.process is None or stopped.process.poll() is not None:
+        citus_cluster.start_node(stopped)  # for the tests after, whatever failed here
+    for failure in ran:
+        if isinstance(failure, BaseException):
+            raise failure
+
+    assert outage.is_set()
+    assert {session for session, kind in answers if kind == "unavailable"} <= down
+    assert any(answers[session, "unavailable"] for session in down)
+    assert len(done_by) == SESSIONS * PER_SESSION
+    assert all(len(tokens) == 1 for tokens in done_by.values())  # each lead done by one lease
+    for session in sessions:
+        assert (await queue.stats(session)).done == PER_SESSION

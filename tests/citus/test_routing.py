@@ -1,0 +1,51 @@
+"""Every statement docs/scaling.md calls session-scoped, and the lead-scoped ones routed by
+their token's session, runs on one shard of the cluster: each ``Task Count`` of its plan is
+1. With the ledger on, Citus plans a statement's CTEs one by one (``Distributed
+Subplan``), each still on the session's shard alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.store.statements import text
+from tests.deploy.test_scaling import PARAMETERS, SESSION_SCOPED
+
+# Renew and complete, by lead id and the session their tokens carry (app.domain.lease_tokens).
+ROUTED: dict[str, Callable[[], str]] = {
+    f"{name}{', grouped' if skip else ''}{', ledger off' if not ledger else ''}": (
+        lambda name=name, skip=skip, ledger=ledger: text(  # type: ignore[misc]
+            name,
+            skip_locked=skip,
+            routed=True,
+            **({"ledger": ledger, "lean": True} if name == "complete_many" else {}),
+        )
+    )
+    for name in ("renew_many", "complete_many")
+    for skip in (True, False)
+    for ledger in ((True, False) if name == "complete_many" else (True,))
+}
+EXTRA: dict[str, Any] = {
+    "checkpoints": [None],
+    "statuses": ["done"],
+    "results": [None],
+    "errors": [None],
+}
+
+
+def _task_counts(url: str, statement: str) -> list[int]:
+    params = {**PARAMETERS, **EXTRA}
+    with psycopg.connect(url) as conn:
+        plan = [row[0] for row in conn.execute(f"EXPLAIN {statement}", params)]
+        conn.rollback()
+    return [int(line.split(":")[1]) for line in plan if "Task Count:" in line]
+
+
+@pytest.mark.parametrize("name", [*SESSION_SCOPED, *ROUTED])
+def test_the_statement_runs_on_one_shard(citus_url: str, name: str) -> None:
+    build = SESSION_SCOPED.get(name) or ROUTED[name]
+    counts = _task_counts(citus_url, build())
+    assert counts and set(counts) == {1}, counts
