@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.store.statements._build import statement
-from app.store.statements.fragments import NOTIFY_CHANNEL, NOW
+from app.store.statements._build import BOTH, statement
+from app.store.statements.fragments import NOTIFY_CHANNEL, NOW, ledger_rows
 
 BLOCKED_UNTIL = "9999-12-31 00:00:00+00"
 
-# The trigger function of leads_dependents (revision 0012; app.store.schema builds the same).
+# The trigger function of leads_dependents (revision 0013; app.store.schema builds the same).
 DEPENDENTS_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION leaseq_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -31,13 +31,20 @@ DECLARE
     n bigint;
 BEGIN
     IF NEW.status = 'failed' THEN
-        UPDATE leads AS c
-        SET status = 'failed', error = 'dependency ' || NEW.id || ' failed', waiting_on = 0,
-            scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
-        FROM lead_dependencies AS d
-        WHERE d.session = NEW.session AND d.after_id = NEW.id
-          AND c.session = d.session AND c.id = d.lead_id
-          AND c.status = 'queued' AND c.waiting_on > 0;
+        WITH failed AS (
+            UPDATE leads AS c
+            SET status = 'failed', error = 'dependency ' || NEW.id || ' failed', waiting_on = 0,
+                scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
+            FROM lead_dependencies AS d
+            WHERE d.session = NEW.session AND d.after_id = NEW.id
+              AND c.session = d.session AND c.id = d.lead_id
+              AND c.status = 'queued' AND c.waiting_on > 0
+            RETURNING c.id, c.session, c.status, c.attempts, c.owner
+        )
+        INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
+        SELECT f.id, f.session, 'failed', f.status, f.attempts, f.owner, stamp FROM failed AS f
+        WHERE EXISTS (SELECT FROM lead_events AS e
+                      WHERE e.session = f.session AND e.lead_id = f.id);
         RETURN NULL;
     END IF;
     WITH counted AS (
@@ -82,7 +89,10 @@ def dependency_targets(*, session: str, ids: list[int], keys: list[str]) -> None
     ids are checked here, and locked by ``add_dependencies``)."""
 
 
-def _add_dependencies() -> str:
+def _add_dependencies(ledger: bool) -> str:
+    # A child failed at once (a parent of it has failed already) gets its ``failed`` event
+    # here; the trigger writes those of the children a parent's later failure fails.
+    failed = ",\nfailed AS (SELECT * FROM children WHERE status = 'failed')" if ledger else ""
     return f"""
 WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
@@ -110,31 +120,40 @@ tally AS (
            array_agg(e.after_id ORDER BY e.after_id) AS after
     FROM edge AS e JOIN parents AS p ON p.id = e.after_id
     GROUP BY e.lead_id
-)
-UPDATE leads AS c
-SET after = tally.after, ready_at = c.available_at,
-    waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
-    status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
-    error = CASE WHEN tally.failed_parent IS NULL THEN NULL
-            ELSE 'dependency ' || tally.failed_parent || ' failed' END,
-    scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
-                     WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
-    available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
-                        THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
-    updated_at = {NOW}
-FROM tally
-WHERE c.id = tally.lead_id AND c.session = %(session)s
-RETURNING c.id, c.waiting_on, c.status
+),
+children AS (
+    UPDATE leads AS c
+    SET after = tally.after, ready_at = c.available_at,
+        waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+        status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+        error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+                ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+        scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                         WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+        available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                            THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
+        updated_at = {NOW}
+    FROM tally
+    WHERE c.id = tally.lead_id AND c.session = %(session)s
+    RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
+){failed}{ledger_rows("failed", "failed", enabled=ledger)}
+SELECT id, waiting_on, status FROM children
 """
 
 
-@statement(_add_dependencies)
+@statement(_add_dependencies, ledger=BOTH)
 def add_dependencies(
-    *, session: str, lead_ids: list[int], after_ids: list[int], now: datetime | None
+    *,
+    session: str,
+    lead_ids: list[int],
+    after_ids: list[int],
+    now: datetime | None,
+    ledger: bool,
 ) -> None:
     """The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
     the parents locked and marked, each child blocked on those not yet done or cached, or
-    failed at once when one of them has failed (the module docstring)."""
+    failed at once when one of them has failed (the module docstring), with its ``failed``
+    event in the ledger, as the trigger writes one for a parent that fails later."""
 
 
 def _blocked() -> str:
