@@ -413,6 +413,26 @@ def test_0013_lets_the_ledger_hold_failed_and_downgrades_cleanly(
         assert conn.execute(text("SELECT count(*) FROM lead_events")).scalar_one() == 0
 
 
+def test_0014_runs_the_dependents_trigger_per_statement_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """One trigger per statement, with both transition tables; the downgrade puts 0013's
+    trigger per row back."""
+    query = text(
+        "SELECT tgtype & 1 AS per_row, tgoldtable, tgnewtable FROM pg_trigger "
+        "WHERE tgrelid = 'leads'::regclass AND tgname = 'leads_dependents'"
+    )
+    migrate.upgrade(empty_database_url, "0013")
+    before = _schema(sync_engine)
+    migrate.upgrade(empty_database_url, "0014")
+    with sync_engine.connect() as conn:
+        assert tuple(conn.execute(query).one()) == (0, "old_rows", "new_rows")
+    migrate.downgrade(empty_database_url, "0013")
+    assert _schema(sync_engine) == before
+    with sync_engine.connect() as conn:
+        assert tuple(conn.execute(query).one()) == (1, None, None)
+
+
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:
     migrate.upgrade(empty_database_url)
     with sync_engine.connect() as conn:
