@@ -92,6 +92,13 @@ class Settings(BaseSettings):
             "their kind runs go together as the next one (one statement for many requests)."
         ),
     )
+    tracing: bool = Field(
+        default=False,
+        description=(
+            "Start an OpenTelemetry server span per request, a child of its traceparent header "
+            "(FastAPI's own hooks; the spans go to the process's tracer provider)."
+        ),
+    )
     sweep_interval_s: float = Field(default=5.0, gt=0)
     pool_size: int = Field(default=10, ge=1)
     pool_timeout_s: float = Field(default=5.0, gt=0)

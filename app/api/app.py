@@ -31,7 +31,7 @@ from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import access, links, problems, route_index, routes, token_routes
+from app.api import access, links, problems, route_index, routes, token_routes, tracing
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         lifespan=lifespan,
         static_url=DOCS_ASSETS,
+        telemetry=tracing.telemetry(settings),
     )
     problems.install(app)
     tokens = settings.token_list

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
 from app import metrics
-from app.api import access
+from app.api import access, tracing
 from app.api.access import Access, Where
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
@@ -255,8 +255,11 @@ def _gone(leasing: LeaseRequest, request: Request) -> Callable[[], Awaitable[boo
 
 
 def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> list[Lease]:
-    """``leases``, counted, and remembered for a scoped token (whose later calls name them)."""
+    """``leases``, counted, remembered for a scoped token (whose later calls name them), and
+    linked from the request's span to their leads' traces when the service traces."""
     metrics.LEASES.inc(len(leases))
+    if runtime.settings.tracing and leases:
+        tracing.link_leads(leases)
     if not principal.everywhere:
         access.remember_leads(runtime.tokens, leases)
     return leases

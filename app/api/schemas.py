@@ -565,6 +565,7 @@ class ReportOut(Answer):
     released: int
     cancelled: int
     retried: int
+    failed: int = Field(description="Leads failed because a lead they wait on failed.")
     attempts_per_lead: dict[int, int] = Field(
         description="Leads by the number of leases they took: {leases: leads}."
     )
@@ -656,7 +657,8 @@ class Health(Answer):
 class EventOut(Answer):
     id: int = Field(description="The ledger's order: events are listed by it.")
     event: str = Field(
-        description="pushed, leased, released, expired, completed, cancelled or retried."
+        description="pushed, leased, released, expired, completed, cancelled, retried or failed "
+        "(failed because a lead it waits on failed)."
     )
     status: Status = Field(description="The lead's status the event left.")
     attempt: int

@@ -111,6 +111,16 @@ def serve(
         ),
         show_default=False,
     ),
+    tracing: bool | None = setting_option(
+        "tracing",
+        "--tracing/--no-tracing",
+        panel=SERVICE,
+        help=(
+            "Start an OpenTelemetry server span per request, a child of its traceparent "
+            "header (default off; the spans go to the process's tracer provider)."
+        ),
+        show_default=False,
+    ),
     migrate_first: bool = typer.Option(
         False,
         "--migrate",

@@ -100,6 +100,8 @@ async def add(
     ids: Sequence[int],
     inserted: set[int],
     now: datetime | None,
+    *,
+    ledger: bool,
 ) -> None:
     """The edges of the leads the push inserted (a duplicate's ``after`` is not its own:
     the lead already there stands), written in the push's transaction."""
@@ -119,5 +121,6 @@ async def add(
                 lead_ids=lead_ids,
                 after_ids=after_ids,
                 now=now,
+                ledger=ledger,
             ),
         )

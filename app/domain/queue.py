@@ -429,7 +429,9 @@ class Queue:
                 resolved = await dependencies.resolve(conn, session, leads, wanted)
                 result, inserted = await pushed(conn, push_of(resolved.parents))
                 new_ids = {row["id"] for row in inserted}
-                await dependencies.add(conn, session, resolved, result.ids, new_ids, now)
+                await dependencies.add(
+                    conn, session, resolved, result.ids, new_ids, now, ledger=self.ledger
+                )
                 return result
 
         if idempotency_key is None:

@@ -14,7 +14,8 @@ happened, not from the leads' current state:
   recorded at all counts too: nothing but an end makes a lead leasable again.
 * ``wasted_attempts``: leases that ended without a completion (expired,
   released or cancelled); leases still running are not counted.
-* ``expired``, ``released``, ``cancelled``, ``retried``: events of each kind.
+* ``expired``, ``released``, ``cancelled``, ``retried``, ``failed``: events of each kind
+  (``failed``: a lead failed because a lead it waits on failed; no lease ended with it).
 * ``attempts_per_lead``: how many leases each lead took, as
   ``{leases: number of leads}`` (a lead pushed and never leased counts under 0).
 * ``owners``: per worker name, the leases it was handed, the completions it
@@ -60,6 +61,7 @@ class Report:
     released: int = 0
     cancelled: int = 0
     retried: int = 0
+    failed: int = 0
     attempts_per_lead: dict[int, int] = field(default_factory=dict)
     owners: list[OwnerReport] = field(default_factory=list)
 

@@ -50,7 +50,18 @@ from leaseq.limits import (
 from leaseq.model import FINAL_STATUSES, STATUSES
 
 IDEMPOTENT_VERBS = ("push", "lease")
-EVENTS = ("pushed", "leased", "released", "completed", "expired", "cancelled", "retried")
+# The ledger's events (revision 0013 added ``failed``: a lead failed because a lead it waits on
+# did, the one event no lease, worker or operator caused).
+EVENTS = (
+    "pushed",
+    "leased",
+    "released",
+    "completed",
+    "expired",
+    "cancelled",
+    "retried",
+    "failed",
+)
 
 # Storage parameters for the leads table, which churns: every lead is updated
 # three or more times. Free space in each page lets PostgreSQL keep updated

@@ -106,3 +106,30 @@ async def test_a_push_with_after_and_an_idempotency_key_happens_once(
     assert first.status_code == again.status_code == 201, again.text
     assert first.json() == again.json()
     shapes.counts((await client.get("/sessions/s/stats")).json(), queued=2, blocked=1)
+
+
+async def test_a_failure_down_a_diamond_is_in_each_lead_s_events_and_the_report_once(
+    client: httpx.AsyncClient,
+) -> None:
+    answer = await push(
+        client,
+        "s",
+        {"payload": {}, "key": "top", "max_attempts": 1},
+        {"payload": {}, "key": "left", "after": [{"key": "top"}]},
+        {"payload": {}, "key": "right", "after": [{"key": "top"}]},
+        {"payload": {}, "key": "bottom", "after": [{"key": "left"}, {"key": "right"}]},
+    )
+    top, left, right, bottom = answer.json()["ids"]
+    leased = await client.post("/lease", json={"session": "s", "owner": "w"})
+    [held] = leased.json()["leases"]
+    failed = {"lead_id": top, "token": held["token"], "status": "failed", "error": "boom"}
+    assert (await client.post("/complete", json=failed)).status_code == 200
+    for lead_id in (left, right, bottom):
+        page = (await client.get(f"/leads/{lead_id}/events")).json()
+        assert [event["event"] for event in page["events"]] == ["pushed", "failed"]
+        assert page["events"][-1]["status"] == "failed"
+        assert page["events"][-1]["at"] == page["lead"]["updated_at"]
+    top_page = (await client.get(f"/leads/{top}/events")).json()
+    assert [event["event"] for event in top_page["events"]] == ["pushed", "leased", "completed"]
+    found = (await client.get("/sessions/s/report")).json()
+    assert (found["failed"], found["completions"], found["wasted_attempts"]) == (3, 1, 0)

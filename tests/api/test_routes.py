@@ -379,6 +379,7 @@ async def test_report_audits_the_ledger(client: httpx.AsyncClient) -> None:
         "released": 1,
         "cancelled": 0,
         "retried": 0,
+        "failed": 0,
         "attempts_per_lead": {"1": 3},
         "owners": [{"owner": "w1", "leases": 3, "completions": 1, "wasted": 2}],
     }

@@ -63,7 +63,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "pause": lambda: text("pause"),
     "resume": lambda: text("resume"),
     "dependency_targets": lambda: text("dependency_targets"),
-    "add_dependencies": lambda: text("add_dependencies"),
+    "add_dependencies": lambda: text("add_dependencies", ledger=True),
+    "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (

@@ -58,6 +58,17 @@ def test_a_flag_wins_over_its_variable_which_wins_over_the_default(
     assert options.migrate is False and options.log_level == "info"
 
 
+def test_tracing_is_off_unless_asked_by_its_flag_or_variable(captured: dict[str, Any]) -> None:
+    invoke()
+    assert captured["settings"].tracing is False
+    invoke("--tracing")
+    assert captured["settings"].tracing is True
+    invoke(env={"LEASEQ_TRACING": "on"})
+    assert captured["settings"].tracing is True
+    invoke("--no-tracing", env={"LEASEQ_TRACING": "on"})
+    assert captured["settings"].tracing is False
+
+
 def test_tokens_from_both_flags(captured: dict[str, Any]) -> None:
     invoke("--api-tokens", "a,b", "--token", "c", "--token", "d", env={"LEASEQ_API_TOKENS": "z"})
     assert captured["settings"].token_list == ["a", "b", "c", "d"]

@@ -1,18 +1,22 @@
 """Dependencies on real PostgreSQL (docs/contract.md#dependencies): the order they impose,
-the exactly-once unblock of a fan-in under concurrent workers, failures down the chain, and
-every refusal writing nothing."""
+the exactly-once unblock of a fan-in under concurrent workers, failures down the chain (each
+in its lead's ledger once), and every refusal writing nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from app.domain.queue import Queue
+from app.domain.report import report
+from app.domain.timeline import timeline
 from app.store.pool import Database
 from leaseq.errors import InvalidInput
 from leaseq.model import NewLead
-from tests.support import fetch, lease_from
+from tests.support import event_names, fetch, lease_from
+from tests.support.serving import leaseq
 
 
 async def lease_all(queue: Queue, session: str, owner: str = "w") -> list[int]:
@@ -154,6 +158,103 @@ async def test_a_failed_parent_fails_its_descendants(queue: Queue) -> None:
     # A lead pushed after a failed one fails at once.
     [late] = (await queue.push("s", [NewLead({}, after=[a])])).ids
     assert (await queue.get(late)).error == f"dependency {a} failed"
+
+
+async def test_each_lead_failed_down_the_chain_has_one_failed_event(
+    queue: Queue, database_url: str
+) -> None:
+    """A diamond under a failed parent, a chain below it and a second diamond with a parent
+    that is done: each lead failed by the trigger has its ``failed`` event once, at the
+    instant its row changed, in its timeline and in the report (the API's and the CLI's)."""
+    ids = (
+        await queue.push(
+            "s",
+            [
+                NewLead({}, key="top", max_attempts=1),
+                NewLead({}, key="left", after=[{"key": "top"}]),
+                NewLead({}, key="right", after=[{"key": "top"}]),
+                NewLead({}, key="bottom", after=[{"key": "left"}, {"key": "right"}]),
+                NewLead({}, key="below", after=[{"key": "bottom"}]),
+                NewLead({}, key="other"),
+                NewLead({}, key="joined", after=[{"key": "other"}, {"key": "bottom"}]),
+            ],
+        )
+    ).ids
+    top, left, right, bottom, below, other, joined = ids
+    held = (await lease_from(queue, "s", "w", max=10)).leases
+    leased = {lease.lead.id: lease for lease in held}
+    assert sorted(leased) == [top, other]
+    await queue.complete(other, leased[other].token, "done")
+    await queue.complete(top, leased[top].token, "failed", error="boom")
+
+    for lead_id in (left, right, bottom, below, joined):
+        shown = await timeline(queue, lead_id)
+        assert [event.event for event in shown.events] == ["pushed", "failed"], lead_id
+        failed = shown.events[-1]
+        assert (failed.status, failed.attempt, failed.owner) == ("failed", 0, None)
+        assert failed.at == shown.lead.updated_at  # the instant of the statement
+        assert shown.lead.error in (f"dependency {parent} failed" for parent in ids)
+    assert await event_names(queue.db, top) == ["pushed", "leased", "completed"]
+    assert await event_names(queue.db, other) == ["pushed", "leased", "completed"]
+
+    found = await report(queue, "s")
+    assert (found.failed, found.completions, found.wasted_attempts) == (5, 2, 0)
+    assert (found.leads, found.pushed, found.cancelled) == (7, 7, 0)
+    assert not found.breached
+    shown = leaseq("report", "--session", "s", "--json", "--database-url", database_url)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["failed"] == 5
+
+
+async def test_a_lead_pushed_after_a_failed_one_has_its_failed_event(queue: Queue) -> None:
+    """Failed at once by its push (the parent failed before): ``pushed``, then ``failed``,
+    both at the push's instant; and its own dependents of the same call fail with it."""
+    [parent] = (await queue.push("s", [NewLead({})])).ids
+    await queue.cancel(parent)
+    late, later = (
+        await queue.push(
+            "s", [NewLead({}, key="late", after=[parent]), NewLead({}, after=[{"key": "late"}])]
+        )
+    ).ids
+    for lead_id, cause in ((late, parent), (later, late)):
+        shown = await timeline(queue, lead_id)
+        assert [event.event for event in shown.events] == ["pushed", "failed"]
+        assert shown.lead.error == f"dependency {cause} failed"
+        assert shown.events[-1].at == shown.lead.updated_at
+    assert await event_names(queue.db, parent) == ["pushed", "cancelled"]
+    assert (await report(queue, "s")).failed == 2
+
+
+async def test_a_cancelled_parent_fails_its_dependents_in_the_ledger_once(queue: Queue) -> None:
+    parent, child, grandchild = (
+        await queue.push(
+            "s",
+            [
+                NewLead({}, key="p"),
+                NewLead({}, key="c", after=[{"key": "p"}]),
+                NewLead({}, after=[{"key": "p"}, {"key": "c"}]),
+            ],
+        )
+    ).ids
+    await queue.cancel(parent)
+    assert await event_names(queue.db, child) == ["pushed", "failed"]
+    assert await event_names(queue.db, grandchild) == ["pushed", "failed"]
+    # A retry of the parent revives it alone: nothing more is written for its dependents.
+    await queue.retry(parent)
+    assert await event_names(queue.db, parent) == ["pushed", "cancelled", "retried"]
+    assert await event_names(queue.db, child) == ["pushed", "failed"]
+
+
+async def test_with_the_ledger_off_a_failure_down_the_chain_writes_nothing(db: Database) -> None:
+    """A lead pushed without a ledger has none: the trigger, which cannot read the service's
+    setting, writes no row for it either."""
+    queue = Queue(db, ledger=False)
+    parent, child = (
+        await queue.push("s", [NewLead({}, key="p"), NewLead({}, after=[{"key": "p"}])])
+    ).ids
+    await queue.cancel(parent)
+    assert (await queue.get(child)).error == f"dependency {parent} failed"
+    assert await fetch(db, "SELECT * FROM lead_events") == []
 
 
 @pytest.mark.parametrize(

@@ -387,6 +387,52 @@ def test_0011_adds_traceparent_to_leads_already_there_and_downgrades_cleanly(
     assert _schema(sync_engine) == before
 
 
+def test_0013_lets_the_ledger_hold_failed_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """The trigger's new function and the event ``failed``; the downgrade puts 0012's back
+    and deletes the rows its constraint would refuse."""
+    migrate.upgrade(empty_database_url, "0012")
+    before = _schema(sync_engine)
+    failed = (
+        "INSERT INTO lead_events (lead_id, session, event, status, attempt, at) "
+        "VALUES (1, 's', 'failed', 'failed', 0, now())"
+    )
+    with pytest.raises(IntegrityError), sync_engine.begin() as conn:
+        conn.execute(text(failed))
+    migrate.upgrade(empty_database_url, "0013")
+    with sync_engine.begin() as conn:
+        conn.execute(text(failed))
+        source = conn.execute(
+            text("SELECT prosrc FROM pg_proc WHERE proname = 'leaseq_dependents'")
+        ).scalar_one()
+        assert "'failed'" in source and "lead_events" in source
+    migrate.downgrade(empty_database_url, "0012")
+    assert _schema(sync_engine) == before
+    with sync_engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM lead_events")).scalar_one() == 0
+
+
+def test_0014_runs_the_dependents_trigger_per_statement_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """One trigger per statement, with both transition tables; the downgrade puts 0013's
+    trigger per row back."""
+    query = text(
+        "SELECT tgtype & 1 AS per_row, tgoldtable, tgnewtable FROM pg_trigger "
+        "WHERE tgrelid = 'leads'::regclass AND tgname = 'leads_dependents'"
+    )
+    migrate.upgrade(empty_database_url, "0013")
+    before = _schema(sync_engine)
+    migrate.upgrade(empty_database_url, "0014")
+    with sync_engine.connect() as conn:
+        assert tuple(conn.execute(query).one()) == (0, "old_rows", "new_rows")
+    migrate.downgrade(empty_database_url, "0013")
+    assert _schema(sync_engine) == before
+    with sync_engine.connect() as conn:
+        assert tuple(conn.execute(query).one()) == (1, None, None)
+
+
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:
     migrate.upgrade(empty_database_url)
     with sync_engine.connect() as conn:

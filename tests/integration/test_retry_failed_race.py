@@ -34,6 +34,7 @@ BEFORE = {
     "expired": {"leased"},
     "cancelled": {"queued", "leased"},
     "retried": {"failed"},
+    "failed": {"queued"},  # a blocked lead, failed because a lead it waits on failed
 }
 assert set(BEFORE) == set(EVENTS)
 

@@ -16,13 +16,13 @@ from leaseq import AsyncClient, Client
 from leaseq.model import NewLead
 from leaseq.worker import Job, Worker
 from tests.support.serving import Service
+from tests.support.tracing import memory_spans
 from tests.support.worker_support import HANDLER, exited, start_worker
 
 pytestmark = pytest.mark.service
 
 MINE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 HEADER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-OTEL_MISSING = "opentelemetry-api and -sdk are not installed: pip install -e '.[dev]' to run it"
 
 
 @pytest.fixture
@@ -44,18 +44,8 @@ async def test_the_clients_send_a_lead_s_own_traceparent_and_the_header(
 
 @pytest.fixture(scope="module")
 def spans() -> Iterator[Any]:
-    """The spans ended in this process, kept in memory (the global provider is set once)."""
-    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason=OTEL_MISSING)
-    export = pytest.importorskip("opentelemetry.sdk.trace.export", reason=OTEL_MISSING)
-    memory = pytest.importorskip(
-        "opentelemetry.sdk.trace.export.in_memory_span_exporter", reason=OTEL_MISSING
-    )
-    from opentelemetry import trace
-
-    exporter = memory.InMemorySpanExporter()
-    provider = sdk.TracerProvider()
-    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    """The spans ended in this process, kept in memory (``tests.support.tracing``)."""
+    exporter = memory_spans()
     yield exporter
     exporter.clear()
 

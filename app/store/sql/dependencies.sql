@@ -18,11 +18,12 @@ WHERE session = %(session)s AND (id = ANY(%(ids)s::bigint[]) OR key = ANY(%(keys
 --
 -- The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
 -- the parents locked and marked, each child blocked on those not yet done or cached, or
--- failed at once when one of them has failed (the module docstring).
+-- failed at once when one of them has failed (the module docstring), with its ``failed``
+-- event in the ledger, as the trigger writes one for a parent that fails later.
 --
 -- parameters: session, lead_ids, after_ids, now
 
--- name: add_dependencies
+-- name: add_dependencies (ledger=True)
 WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
         AS e(lead_id, after_id)
@@ -49,21 +50,75 @@ tally AS (
            array_agg(e.after_id ORDER BY e.after_id) AS after
     FROM edge AS e JOIN parents AS p ON p.id = e.after_id
     GROUP BY e.lead_id
+),
+children AS (
+    UPDATE leads AS c
+    SET after = tally.after, ready_at = c.available_at,
+        waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+        status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+        error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+                ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+        scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                         WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+        available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                            THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
+        updated_at = %(now)s::timestamptz
+    FROM tally
+    WHERE c.id = tally.lead_id AND c.session = %(session)s
+    RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
+),
+failed AS (SELECT * FROM children WHERE status = 'failed'),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'failed', status, attempts, owner, %(now)s::timestamptz, NULL FROM failed
 )
-UPDATE leads AS c
-SET after = tally.after, ready_at = c.available_at,
-    waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
-    status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
-    error = CASE WHEN tally.failed_parent IS NULL THEN NULL
-            ELSE 'dependency ' || tally.failed_parent || ' failed' END,
-    scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
-                     WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
-    available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
-                        THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
-    updated_at = %(now)s::timestamptz
-FROM tally
-WHERE c.id = tally.lead_id AND c.session = %(session)s
-RETURNING c.id, c.waiting_on, c.status;
+SELECT id, waiting_on, status FROM children;
+
+-- name: add_dependencies (ledger=False)
+WITH edge AS (
+    SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
+        AS e(lead_id, after_id)
+),
+parents AS (
+    SELECT id, status, has_dependents FROM leads
+    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+    ORDER BY id
+    FOR UPDATE
+),
+marked AS (
+    UPDATE leads AS p SET has_dependents = true
+    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+),
+edges AS (
+    INSERT INTO lead_dependencies (session, after_id, lead_id)
+    SELECT %(session)s, after_id, lead_id FROM edge
+    ON CONFLICT DO NOTHING
+),
+tally AS (
+    SELECT e.lead_id,
+           count(*) FILTER (WHERE p.status NOT IN ('done', 'cached')) AS waiting,
+           min(p.id) FILTER (WHERE p.status = 'failed') AS failed_parent,
+           array_agg(e.after_id ORDER BY e.after_id) AS after
+    FROM edge AS e JOIN parents AS p ON p.id = e.after_id
+    GROUP BY e.lead_id
+),
+children AS (
+    UPDATE leads AS c
+    SET after = tally.after, ready_at = c.available_at,
+        waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+        status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+        error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+                ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+        scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                         WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+        available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                            THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
+        updated_at = %(now)s::timestamptz
+    FROM tally
+    WHERE c.id = tally.lead_id AND c.session = %(session)s
+    RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
+)
+SELECT id, waiting_on, status FROM children;
 
 -- ========================================================================================
 -- blocked

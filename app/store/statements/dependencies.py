@@ -9,6 +9,11 @@ or cached. A parent's completion takes the same row lock before its trigger runs
 either commits first (the push then reads it done and does not count it) or waits for the
 push (and its trigger then finds the edge and counts it down): never neither, never both.
 
+The trigger runs once per statement on ``leads`` (revision 0014): it takes every lead below
+the parents the statement ended, locks them all in id order, and only then fails or counts
+them down, so two statements that end parents with dependents in common never deadlock
+(docs/design.md, "Dependencies: one trigger per statement, dependents locked in id order").
+
 A blocked lead is ``scheduled`` with ``available_at`` at ``BLOCKED_UNTIL``, so the lease
 statements never read it (``leads_ready`` holds only leads not scheduled, and
 ``leads_scheduled_due`` only those due); ``ready_at`` keeps the time it was pushed for.
@@ -18,54 +23,116 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.store.statements._build import statement
-from app.store.statements.fragments import NOTIFY_CHANNEL, NOW
+from app.store.statements._build import BOTH, statement
+from app.store.statements.fragments import NOTIFY_CHANNEL, NOW, ledger_rows
 
 BLOCKED_UNTIL = "9999-12-31 00:00:00+00"
 
-# The trigger function of leads_dependents (revision 0012; app.store.schema builds the same).
+# The trigger function of leads_dependents (revision 0014; app.store.schema builds the same):
+# once per statement on leads, from its transition tables, so the leads below every parent a
+# statement ended are locked together, in id order (the module docstring).
 DEPENDENTS_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION leaseq_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     stamp timestamptz := statement_timestamp();
-    n bigint;
+    woken_sessions text[];
+    woken bigint[];
 BEGIN
-    IF NEW.status = 'failed' THEN
-        UPDATE leads AS c
-        SET status = 'failed', error = 'dependency ' || NEW.id || ' failed', waiting_on = 0,
-            scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
-        FROM lead_dependencies AS d
-        WHERE d.session = NEW.session AND d.after_id = NEW.id
-          AND c.session = d.session AND c.id = d.lead_id
-          AND c.status = 'queued' AND c.waiting_on > 0;
+    -- Most statements end no lead that others wait on: one look at the rows they changed.
+    IF NOT EXISTS (SELECT FROM new_rows
+                   WHERE has_dependents AND status IN ('done', 'cached', 'failed')) THEN
         RETURN NULL;
     END IF;
-    WITH counted AS (
+    -- One statement without parameters, so its plan is made once per connection.
+    WITH RECURSIVE ended AS (
+        -- The leads this statement ended (a status that changed) that others wait on.
+        SELECT n.session, n.id, n.status = 'failed' AS failed
+        FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+        WHERE n.has_dependents AND n.status IN ('done', 'cached', 'failed')
+          AND o.status IS DISTINCT FROM n.status
+    ),
+    failing (session, id, cause) AS (
+        -- Every blocked lead below a failed one, down the chain, and the parent it fails by.
+        SELECT c.session, c.id, e.id FROM ended AS e
+        JOIN lead_dependencies AS d ON d.session = e.session AND d.after_id = e.id
+        JOIN leads AS c ON c.session = d.session AND c.id = d.lead_id
+        WHERE e.failed AND c.status = 'queued' AND c.waiting_on > 0
+        UNION
+        SELECT c.session, c.id, f.id FROM failing AS f
+        JOIN lead_dependencies AS d ON d.session = f.session AND d.after_id = f.id
+        JOIN leads AS c ON c.session = d.session AND c.id = d.lead_id
+        WHERE c.status = 'queued' AND c.waiting_on > 0
+    ),
+    counted AS (
+        -- Every blocked lead below one done or cached, and how many of its parents ended.
+        SELECT d.session, d.lead_id AS id, count(*) AS hits FROM ended AS e
+        JOIN lead_dependencies AS d ON d.session = e.session AND d.after_id = e.id
+        WHERE NOT e.failed GROUP BY d.session, d.lead_id
+    ),
+    below AS (
+        SELECT session, id, min(cause) AS cause, NULL::bigint AS hits
+        FROM failing GROUP BY session, id
+        UNION ALL
+        SELECT session, id, NULL, hits FROM counted AS c
+        WHERE NOT EXISTS (SELECT FROM failing AS f WHERE f.session = c.session AND f.id = c.id)
+    ),
+    locked AS MATERIALIZED (
+        -- All of their rows, locked in id order before any is changed: two statements that
+        -- end parents with dependents in common take them in one order, so neither holds
+        -- a row the other needs while it waits for one the other holds (no deadlock).
+        SELECT b.session, b.id, b.cause, b.hits FROM below AS b
+        JOIN leads AS c ON c.session = b.session AND c.id = b.id
+        WHERE c.status = 'queued' AND c.waiting_on > 0
+        ORDER BY c.id
+        FOR UPDATE OF c
+    ),
+    failed AS (
         UPDATE leads AS c
-        SET waiting_on = c.waiting_on - 1,
-            scheduled = CASE WHEN c.waiting_on = 1 THEN c.ready_at > stamp ELSE c.scheduled END,
-            available_at = CASE WHEN c.waiting_on = 1 THEN greatest(c.ready_at, stamp)
+        SET status = 'failed', error = 'dependency ' || l.cause || ' failed', waiting_on = 0,
+            scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
+        FROM locked AS l
+        WHERE l.cause IS NOT NULL AND c.session = l.session AND c.id = l.id
+          AND c.status = 'queued' AND c.waiting_on > 0
+        RETURNING c.id, c.session, c.status, c.attempts, c.owner
+    ),
+    ledger AS (
+        -- Each failed lead's row, when it has a ledger: the trigger cannot read
+        -- LEASEQ_LEDGER, and a lead pushed with it off has none.
+        INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
+        SELECT f.id, f.session, 'failed', f.status, f.attempts, f.owner, stamp FROM failed AS f
+        WHERE EXISTS (SELECT FROM lead_events AS e
+                      WHERE e.session = f.session AND e.lead_id = f.id)
+    ),
+    counted_down AS (
+        -- Those at 0 are available now, or at the delay they were pushed with.
+        UPDATE leads AS c
+        SET waiting_on = greatest(c.waiting_on - l.hits, 0),
+            scheduled = CASE WHEN c.waiting_on <= l.hits THEN c.ready_at > stamp
+                        ELSE c.scheduled END,
+            available_at = CASE WHEN c.waiting_on <= l.hits THEN greatest(c.ready_at, stamp)
                            ELSE c.available_at END,
             updated_at = stamp
-        FROM lead_dependencies AS d
-        WHERE d.session = NEW.session AND d.after_id = NEW.id
-          AND c.session = d.session AND c.id = d.lead_id
+        FROM locked AS l
+        WHERE l.hits IS NOT NULL AND c.session = l.session AND c.id = l.id
           AND c.status = 'queued' AND c.waiting_on > 0
-        RETURNING c.waiting_on, c.scheduled
+        RETURNING c.session, c.waiting_on, c.scheduled
     )
-    SELECT count(*) INTO n FROM counted WHERE waiting_on = 0 AND NOT scheduled;
-    IF n > 0 THEN
-        PERFORM pg_notify('{NOTIFY_CHANNEL}', NEW.session || ' ' || n);
-    END IF;
+    SELECT array_agg(session), array_agg(n) INTO woken_sessions, woken
+    FROM (SELECT session, count(*) AS n FROM counted_down
+          WHERE waiting_on = 0 AND NOT scheduled GROUP BY session) AS available;
+    -- A NOTIFY per session wakes as many of its waiting leases as leads became available.
+    FOR i IN 1 .. coalesce(array_length(woken, 1), 0) LOOP
+        PERFORM pg_notify('{NOTIFY_CHANNEL}', woken_sessions[i] || ' ' || woken[i]);
+    END LOOP;
     RETURN NULL;
 END
 $$
 """
 
 DEPENDENTS_TRIGGER = (
-    "CREATE TRIGGER leads_dependents AFTER UPDATE OF status ON leads FOR EACH ROW "
-    "WHEN (NEW.has_dependents AND NEW.status IN ('done', 'cached', 'failed') "
-    "AND OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION leaseq_dependents()"
+    "CREATE TRIGGER leads_dependents AFTER UPDATE ON leads "
+    "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION leaseq_dependents()"
 )
 
 
@@ -82,7 +149,10 @@ def dependency_targets(*, session: str, ids: list[int], keys: list[str]) -> None
     ids are checked here, and locked by ``add_dependencies``)."""
 
 
-def _add_dependencies() -> str:
+def _add_dependencies(ledger: bool) -> str:
+    # A child failed at once (a parent of it has failed already) gets its ``failed`` event
+    # here; the trigger writes those of the children a parent's later failure fails.
+    failed = ",\nfailed AS (SELECT * FROM children WHERE status = 'failed')" if ledger else ""
     return f"""
 WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
@@ -110,31 +180,40 @@ tally AS (
            array_agg(e.after_id ORDER BY e.after_id) AS after
     FROM edge AS e JOIN parents AS p ON p.id = e.after_id
     GROUP BY e.lead_id
-)
-UPDATE leads AS c
-SET after = tally.after, ready_at = c.available_at,
-    waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
-    status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
-    error = CASE WHEN tally.failed_parent IS NULL THEN NULL
-            ELSE 'dependency ' || tally.failed_parent || ' failed' END,
-    scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
-                     WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
-    available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
-                        THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
-    updated_at = {NOW}
-FROM tally
-WHERE c.id = tally.lead_id AND c.session = %(session)s
-RETURNING c.id, c.waiting_on, c.status
+),
+children AS (
+    UPDATE leads AS c
+    SET after = tally.after, ready_at = c.available_at,
+        waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
+        status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
+        error = CASE WHEN tally.failed_parent IS NULL THEN NULL
+                ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+        scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
+                         WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
+        available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
+                            THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
+        updated_at = {NOW}
+    FROM tally
+    WHERE c.id = tally.lead_id AND c.session = %(session)s
+    RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
+){failed}{ledger_rows("failed", "failed", enabled=ledger)}
+SELECT id, waiting_on, status FROM children
 """
 
 
-@statement(_add_dependencies)
+@statement(_add_dependencies, ledger=BOTH)
 def add_dependencies(
-    *, session: str, lead_ids: list[int], after_ids: list[int], now: datetime | None
+    *,
+    session: str,
+    lead_ids: list[int],
+    after_ids: list[int],
+    now: datetime | None,
+    ledger: bool,
 ) -> None:
     """The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
     the parents locked and marked, each child blocked on those not yet done or cached, or
-    failed at once when one of them has failed (the module docstring)."""
+    failed at once when one of them has failed (the module docstring), with its ``failed``
+    event in the ledger, as the trigger writes one for a parent that fails later."""
 
 
 def _blocked() -> str:

@@ -68,7 +68,8 @@ SELECT
     (SELECT count(*) FROM ev WHERE event = 'expired') AS expired,
     (SELECT count(*) FROM ev WHERE event = 'released') AS released,
     (SELECT count(*) FROM ev WHERE event = 'cancelled') AS cancelled,
-    (SELECT count(*) FROM ev WHERE event = 'retried') AS retried
+    (SELECT count(*) FROM ev WHERE event = 'retried') AS retried,
+    (SELECT count(*) FROM ev WHERE event = 'failed') AS failed
 """
 
 
