@@ -50,7 +50,7 @@ from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
 from app.store.statements import Statement
-from leaseq.errors import Conflict, LeaseLost, NotFound
+from leaseq.errors import Conflict, InvalidInput, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
     AllCounts,
@@ -382,6 +382,12 @@ class Queue:
         validation.session(session)
         validation.push_batch(leads)
         wanted = dependencies.Wanted.of(leads)
+        if wanted.refs and self.sharded:
+            first = min(wanted.refs)
+            raise InvalidInput(
+                f"leads[{first}].after",
+                "dependencies are not supported on a Citus cluster yet (docs/scaling.md)",
+            )
         to_insert: list[int] = []  # input positions; the first lead of each key only
         first_of_key: set[str] = set()
         payloads: list[str] = []

@@ -16,7 +16,7 @@ from app.domain.report import report
 from app.leasing.request import LeaseRequest
 from app.store.pool import Database
 from leaseq import push_in
-from leaseq.errors import LeaseLost
+from leaseq.errors import InvalidInput, LeaseLost
 from leaseq.model import CompleteItem, NewLead, SessionSettings
 from tests.support import T0, at, leasing_of
 
@@ -254,3 +254,15 @@ async def test_the_upkeep_of_every_session_runs_session_by_session(
     assert [event for _, event in _ledger(database_url)].count("expired") == len(sessions)
     for session in sessions:
         assert (await queue.stats(session, now=at(11))).queued == 2
+
+
+async def test_dependencies_are_refused_on_the_cluster_changing_nothing(queue: Queue) -> None:
+    """Not yet on a cluster (docs/scaling.md): a push with ``after`` is refused whole, with
+    the field named, once the queue knows it is sharded (the service's boot sweep tells it)."""
+    [parent] = (await queue.push("s", [NewLead(payload={})])).ids
+    await queue.sweep_all()
+    assert queue.sharded
+    with pytest.raises(InvalidInput) as refused:
+        await queue.push("s", [NewLead(payload={}), NewLead(payload={}, after=[parent])])
+    assert refused.value.field == "leads[1].after"
+    assert (await queue.stats("s")).queued == 1
