@@ -89,7 +89,7 @@ FLEET_VIEW = ("oldest_available", "settings_all")
 # every node's (Citus propagates LOCK); an operator's rare write, not a hot statement.
 BARRIER = ("settings_barrier",)
 # Maintenance of delayed leads and of the kept counts: each shard runs its own.
-MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts")
+MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts", "sessions_to_keep")
 # The dashboard's overview: cold reads across sessions, once per poll.
 OVERVIEW = ("per_minute", "expiring", "failures")
 # Small tables that are reference tables on Citus (revisions 0008, 0010): tokens, the audit
