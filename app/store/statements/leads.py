@@ -21,6 +21,7 @@ from app.store.statements.fragments import (
     ledger_rows,
     locked_rows,
     notify,
+    only_session,
     plus_seconds,
     qualified,
     valid_lease,
@@ -310,13 +311,11 @@ def release(
 
 
 def _sweep(ledger: bool, scoped: bool) -> str:
-    session_filter = "AND session = %(session)s" if scoped else ""
-    # The session routes the UPDATE to one partition or shard too (docs/scaling.md).
-    update_filter = "AND l.session = %(session)s" if scoped else ""
+    # Scoped, the UPDATE names the session too: routed to one partition or shard (docs/scaling.md).
     return f"""
 WITH expired AS (
     SELECT id, lease_expires_at FROM leads
-    WHERE status = 'leased' AND lease_expires_at <= {NOW} {session_filter}
+    WHERE status = 'leased' AND lease_expires_at <= {NOW} {only_session(scoped)}
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -331,7 +330,7 @@ swept AS (
         lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= {NOW}
-          {update_filter}
+          {only_session(scoped, "l.session")}
     RETURNING l.id, l.session, l.status, l.attempts, l.owner, expired.lease_expires_at AS expired_at
 ){ledger_rows("swept", "expired", expires_at="expired_at", enabled=ledger)}
 SELECT
@@ -407,13 +406,12 @@ def retry(*, lead_id: int, now: datetime | None, ledger: bool) -> None:
 
 
 def _prune(scoped: bool) -> str:
-    session_filter = "AND session = %(session)s" if scoped else ""
     return f"""
 WITH doomed AS (
     SELECT id, session FROM leads
     WHERE status IN {TERMINAL}
       AND updated_at < {NOW} - make_interval(secs => %(older_than_s)s::float8)
-      {session_filter}
+      {only_session(scoped)}
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
