@@ -99,10 +99,13 @@ def ledger_times(database_url: str, lead_id: int) -> list[tuple[str, datetime, d
 
 
 def alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, killed but not yet reaped, does not)."""
+    """Whether a process runs (a zombie, killed but not yet reaped, does not).
+
+    A process that ends between the open and the read of its ``stat`` raises
+    ``ProcessLookupError`` rather than ``FileNotFoundError``: both mean it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
