@@ -50,7 +50,7 @@ from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
 from app.store.statements import Statement
-from leaseq.errors import Conflict, InvalidInput, LeaseLost, NotFound
+from leaseq.errors import Conflict, LeaseLost, NotFound
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
     AllCounts,
@@ -348,12 +348,15 @@ class Queue:
         now: datetime | None,
         one: Callable[[str | None], Awaitable[T]],
         add: Callable[[list[T]], T],
+        *,
+        older_than_s: float | None = None,
     ) -> T:
         """``one(None)``, an upkeep of every session at once; on a cluster, ``one(session)`` for
         each session ``sessions_to_keep(of)`` names, each on its own shard, added up."""
 
         async def each() -> T:
-            rows = await self._run(statements.sessions_to_keep(of=of, now=now))
+            keep = statements.sessions_to_keep(of=of, now=now, older_than_s=older_than_s)
+            rows = await self._run(keep)
             return add([await one(row["session"]) for row in rows])
 
         return await self._across_shards(lambda: one(None), each)
@@ -382,12 +385,6 @@ class Queue:
         validation.session(session)
         validation.push_batch(leads)
         wanted = dependencies.Wanted.of(leads)
-        if wanted.refs and self.sharded:
-            first = min(wanted.refs)
-            raise InvalidInput(
-                f"leads[{first}].after",
-                "dependencies are not supported on a Citus cluster yet (docs/scaling.md)",
-            )
         to_insert: list[int] = []  # input positions; the first lead of each key only
         first_of_key: set[str] = set()
         payloads: list[str] = []
@@ -819,13 +816,17 @@ class Queue:
         """
         older = validation.seconds("older_than_s", older_than_s, low=0, high=MAX_RETENTION_S)
         limit = validation.integer("batch", batch, low=1, high=100_000)
+
+        async def prune(scope: str | None) -> int:
+            statement = statements.prune(
+                session=scope, older_than_s=older, limit=limit, now=now, scoped=scope is not None
+            )
+            [pruned] = await in_batches(lambda: self._run(statement), limit, "pruned")
+            return pruned
+
         if session is not None:
-            validation.session(session)
-        statement = statements.prune(
-            session=session, older_than_s=older, limit=limit, now=now, scoped=session is not None
-        )
-        [pruned] = await in_batches(lambda: self._run(statement), limit, "pruned")
-        return pruned
+            return await prune(validation.session(session))
+        return await self._each_session("terminal", now, prune, sum, older_than_s=older)
 
     async def prune_keys(
         self, older_than_s: float, *, now: datetime | None = None, batch: int = PRUNE_BATCH

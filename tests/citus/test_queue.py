@@ -16,7 +16,7 @@ from app.domain.report import report
 from app.leasing.request import LeaseRequest
 from app.store.pool import Database
 from leaseq import push_in
-from leaseq.errors import InvalidInput, LeaseLost
+from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, NewLead, SessionSettings
 from tests.support import T0, at, leasing_of
 
@@ -256,13 +256,21 @@ async def test_the_upkeep_of_every_session_runs_session_by_session(
         assert (await queue.stats(session, now=at(11))).queued == 2
 
 
-async def test_dependencies_are_refused_on_the_cluster_changing_nothing(queue: Queue) -> None:
-    """Not yet on a cluster (docs/scaling.md): a push with ``after`` is refused whole, with
-    the field named, once the queue knows it is sharded (the service's boot sweep tells it)."""
-    [parent] = (await queue.push("s", [NewLead(payload={})])).ids
-    await queue.sweep_all()
+async def test_prune_of_every_session_runs_session_by_session(
+    queue: Queue, database_url: str
+) -> None:
+    """Retention across sessions on both worker nodes: the first locking read across shards
+    is refused, then each session with terminal leads is pruned on its shard."""
+    sessions = [f"s{n}" for n in range(6)]
+    leasing = leasing_of(queue)
+    for session in sessions:
+        await queue.push(session, [NewLead(payload={}), NewLead(payload={})], now=T0)
+        [lease] = await leasing.lease_next(session, "w", now=T0)
+        await queue.complete(lease.lead.id, lease.token, now=T0)
+    assert await queue.prune(60, now=at(30)) == 0  # not old enough
+    assert await queue.prune(60, now=at(61)) == len(sessions)
     assert queue.sharded
-    with pytest.raises(InvalidInput) as refused:
-        await queue.push("s", [NewLead(payload={}), NewLead(payload={}, after=[parent])])
-    assert refused.value.field == "leads[1].after"
-    assert (await queue.stats("s")).queued == 1
+    for session in sessions:
+        counts = await queue.stats(session, now=at(61))
+        assert (counts.done, counts.queued) == (0, 1), session
+    assert {event for _, event in _ledger(database_url)} == {"pushed"}

@@ -28,15 +28,23 @@ WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
         AS e(lead_id, after_id)
 ),
-parents AS (
-    SELECT id, status, has_dependents FROM leads
-    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
-    ORDER BY id
-    FOR UPDATE
-),
-marked AS (
+locked_parents AS (
+    -- Locked in id order, then marked; the status read is the one after the lock. A parent
+    -- that waits on another itself is a lead of this push (pushed marked, and queued), which
+    -- the UPDATE of children below changes: a row is changed once per statement.
     UPDATE leads AS p SET has_dependents = true
-    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+    FROM (SELECT id FROM leads
+          WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+            AND id NOT IN (SELECT lead_id FROM edge)
+          ORDER BY id
+          FOR UPDATE) AS l
+    WHERE p.session = %(session)s AND p.id = l.id
+    RETURNING p.id, p.status
+),
+parents AS (
+    SELECT id, status FROM locked_parents
+    UNION ALL
+    SELECT DISTINCT lead_id, 'queued' FROM edge WHERE lead_id IN (SELECT after_id FROM edge)
 ),
 edges AS (
     INSERT INTO lead_dependencies (session, after_id, lead_id)
@@ -79,15 +87,23 @@ WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
         AS e(lead_id, after_id)
 ),
-parents AS (
-    SELECT id, status, has_dependents FROM leads
-    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
-    ORDER BY id
-    FOR UPDATE
-),
-marked AS (
+locked_parents AS (
+    -- Locked in id order, then marked; the status read is the one after the lock. A parent
+    -- that waits on another itself is a lead of this push (pushed marked, and queued), which
+    -- the UPDATE of children below changes: a row is changed once per statement.
     UPDATE leads AS p SET has_dependents = true
-    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+    FROM (SELECT id FROM leads
+          WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+            AND id NOT IN (SELECT lead_id FROM edge)
+          ORDER BY id
+          FOR UPDATE) AS l
+    WHERE p.session = %(session)s AND p.id = l.id
+    RETURNING p.id, p.status
+),
+parents AS (
+    SELECT id, status FROM locked_parents
+    UNION ALL
+    SELECT DISTINCT lead_id, 'queued' FROM edge WHERE lead_id IN (SELECT after_id FROM edge)
 ),
 edges AS (
     INSERT INTO lead_dependencies (session, after_id, lead_id)

@@ -134,11 +134,12 @@ SELECT count(*) AS forgotten FROM forgotten;
 -- ========================================================================================
 -- sessions_to_keep
 --
--- The sessions with expired leases (``sweep``), due scheduled leads (``promote``) or
--- counts to fold or forget (``fold_counts``, ``forget_zero_counts``): a read of every
--- shard through the index each upkeep uses, without a lock.
+-- The sessions with expired leases (``sweep``), due scheduled leads (``promote``),
+-- counts to fold or forget (``fold_counts``, ``forget_zero_counts``) or terminal leads
+-- unchanged for ``older_than_s`` (``prune``): a read of every shard through the index each
+-- upkeep uses, without a lock.
 --
--- parameters: now
+-- parameters: now, older_than_s
 
 -- name: sessions_to_keep (of=expired)
 SELECT DISTINCT session FROM leads WHERE status = 'leased' AND lease_expires_at <= %(now)s::timestamptz;
@@ -148,6 +149,9 @@ SELECT DISTINCT session FROM leads WHERE scheduled AND available_at <= %(now)s::
 
 -- name: sessions_to_keep (of=counts)
 SELECT DISTINCT session FROM lead_counts WHERE slot <> 0 OR n = 0;
+
+-- name: sessions_to_keep (of=terminal)
+SELECT DISTINCT session FROM leads WHERE status IN ('done', 'failed', 'cached') AND updated_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8);
 
 -- ========================================================================================
 -- db_now

@@ -4,8 +4,10 @@ the edges of ``lead_dependencies`` and the trigger that counts them down.
 A push with ``after`` is one transaction (``app.domain.queue``): ``dependency_targets``
 reads the ids and keys it names, the push inserts the leads (those with dependents marked
 ``has_dependents`` at once), and ``add_dependencies`` locks the parents (``FOR UPDATE``, in
-id order), marks them, writes the edges and blocks each child on the parents not yet done
-or cached. A parent's completion takes the same row lock before its trigger runs, so it
+id order) and marks them in one ``UPDATE``, writes the edges and blocks each child on the
+parents not yet done or cached. (A locking ``SELECT`` of its own, read by the CTEs after it,
+is what a Citus cluster cannot run: it plans each CTE apart, and reads that one's rows back
+wrong.) A parent's completion takes the same row lock before its trigger runs, so it
 either commits first (the push then reads it done and does not count it) or waits for the
 push (and its trigger then finds the edge and counts it down): never neither, never both.
 
@@ -13,6 +15,8 @@ The trigger runs once per statement on ``leads`` (revision 0014): it takes every
 the parents the statement ended, locks them all in id order, and only then fails or counts
 them down, so two statements that end parents with dependents in common never deadlock
 (docs/design.md, "Dependencies: one trigger per statement, dependents locked in id order").
+On a Citus cluster the trigger is on every shard of leads and runs the same statement on its
+node's colocated shards (revision 0015, docs/scaling.md), without a NOTIFY.
 
 A blocked lead is ``scheduled`` with ``available_at`` at ``BLOCKED_UNTIL``, so the lease
 statements never read it (``leads_ready`` holds only leads not scheduled, and
@@ -158,15 +162,23 @@ WITH edge AS (
     SELECT DISTINCT * FROM unnest(%(lead_ids)s::bigint[], %(after_ids)s::bigint[])
         AS e(lead_id, after_id)
 ),
-parents AS (
-    SELECT id, status, has_dependents FROM leads
-    WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
-    ORDER BY id
-    FOR UPDATE
-),
-marked AS (
+locked_parents AS (
+    -- Locked in id order, then marked; the status read is the one after the lock. A parent
+    -- that waits on another itself is a lead of this push (pushed marked, and queued), which
+    -- the UPDATE of children below changes: a row is changed once per statement.
     UPDATE leads AS p SET has_dependents = true
-    FROM parents WHERE p.id = parents.id AND p.session = %(session)s AND NOT parents.has_dependents
+    FROM (SELECT id FROM leads
+          WHERE session = %(session)s AND id IN (SELECT after_id FROM edge)
+            AND id NOT IN (SELECT lead_id FROM edge)
+          ORDER BY id
+          FOR UPDATE) AS l
+    WHERE p.session = %(session)s AND p.id = l.id
+    RETURNING p.id, p.status
+),
+parents AS (
+    SELECT id, status FROM locked_parents
+    UNION ALL
+    SELECT DISTINCT lead_id, 'queued' FROM edge WHERE lead_id IN (SELECT after_id FROM edge)
 ),
 edges AS (
     INSERT INTO lead_dependencies (session, after_id, lead_id)

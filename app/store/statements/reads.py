@@ -9,6 +9,7 @@ from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     NOW,
     PAUSED_UNTIL,
+    TERMINAL,
     age_of,
     oldest_available_at,
     oldest_ready_and_due,
@@ -119,6 +120,8 @@ _UPKEEP = {
     "expired": f"FROM leads WHERE status = 'leased' AND lease_expires_at <= {NOW}",
     "due": f"FROM leads WHERE scheduled AND available_at <= {NOW}",
     "counts": "FROM lead_counts WHERE slot <> 0 OR n = 0",
+    "terminal": f"FROM leads WHERE status IN {TERMINAL} AND updated_at < {NOW}"
+    " - make_interval(secs => %(older_than_s)s::float8)",
 }
 
 
@@ -127,10 +130,13 @@ def _sessions_to_keep(of: str) -> str:
 
 
 @statement(_sessions_to_keep, of=tuple(_UPKEEP))
-def sessions_to_keep(*, of: str, now: datetime | None = None) -> None:
-    """The sessions with expired leases (``sweep``), due scheduled leads (``promote``) or
-    counts to fold or forget (``fold_counts``, ``forget_zero_counts``): a read of every
-    shard through the index each upkeep uses, without a lock."""
+def sessions_to_keep(
+    *, of: str, now: datetime | None = None, older_than_s: float | None = None
+) -> None:
+    """The sessions with expired leases (``sweep``), due scheduled leads (``promote``),
+    counts to fold or forget (``fold_counts``, ``forget_zero_counts``) or terminal leads
+    unchanged for ``older_than_s`` (``prune``): a read of every shard through the index each
+    upkeep uses, without a lock."""
 
 
 def _db_now() -> str:
