@@ -79,9 +79,9 @@ async def test_the_cap_per_key_holds_across_sixteen_workers_and_two_pools(
         """
 SELECT l.concurrency_key AS key, s.at AS start, e.at AS end_at
 FROM lead_events AS s
-JOIN lead_events AS e ON e.lead_id = s.lead_id AND e.attempt = s.attempt
-     AND e.event IN ('completed', 'released', 'expired')
-JOIN leads AS l ON l.id = s.lead_id
+JOIN lead_events AS e ON e.session = s.session AND e.lead_id = s.lead_id
+     AND e.attempt = s.attempt AND e.event IN ('completed', 'released', 'expired')
+JOIN leads AS l ON l.session = s.session AND l.id = s.lead_id
 WHERE s.session = 'crawl' AND s.event = 'leased'
 """,
     )

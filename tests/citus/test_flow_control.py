@@ -1,0 +1,126 @@
+"""Flow control on the cluster: every test of one PostgreSQL's pause, cooldown and maximum
+runtime (``tests/integration/test_flow_control.py``), and of its concurrency keys
+(``tests/integration/test_concurrency_keys.py``: the cap per key under 16 workers of two
+pools among them), each on a fresh database of the cluster (this folder's ``database_url``).
+
+Left out: the plan of a keyed lease (an ``EXPLAIN`` of one PostgreSQL; on the cluster
+``tests/citus/test_routing.py`` checks that ``lease_limited`` runs on one shard), and the
+cap read from the ledger's lease intervals. With the ledger on, Citus runs a lease's CTEs
+one by one after it has taken the statement's instant, so a ``leased`` row's ``at`` may
+precede the completion whose slot it took by the time of those steps (docs/scaling.md,
+"The clock on a cluster"). Here the cap is checked where it holds: in what the database has
+committed, read again and again while 16 workers of two pools lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.config import Settings
+from app.domain.queue import Queue
+from app.domain.report import report
+from app.store.pool import Database
+from leaseq.model import CompleteItem, NewLead, SessionSettings
+from tests.integration.test_concurrency_keys import (
+    test_a_key_at_its_cap_holds_up_no_other_key,
+    test_an_expired_lease_not_yet_swept_still_counts,
+)
+from tests.integration.test_flow_control import (
+    test_a_heartbeat_cannot_keep_a_lead_past_its_maximum_runtime,
+    test_a_lease_across_sessions_skips_a_paused_one,
+    test_a_limited_session_paused_leases_nothing,
+    test_a_lost_lease_cannot_throttle_and_bad_throttles_change_nothing,
+    test_a_pause_binds_a_lease_through_another_connection_pool,
+    test_a_pause_for_a_time_ends_on_the_database_clock,
+    test_a_paused_session_leases_nothing_and_its_held_leases_go_on,
+    test_a_throttle_never_shortens_a_pause,
+    test_a_throttled_release_pauses_the_session_and_spends_no_attempt,
+    test_hostile_flow_fields_of_a_push_write_nothing,
+    test_hostile_flow_settings_store_nothing,
+    test_hostile_pauses_are_refused,
+    test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself,
+)
+from tests.support import fetch, lease_from
+
+__all__ = [
+    "test_a_heartbeat_cannot_keep_a_lead_past_its_maximum_runtime",
+    "test_a_key_at_its_cap_holds_up_no_other_key",
+    "test_a_lease_across_sessions_skips_a_paused_one",
+    "test_a_limited_session_paused_leases_nothing",
+    "test_a_lost_lease_cannot_throttle_and_bad_throttles_change_nothing",
+    "test_a_pause_binds_a_lease_through_another_connection_pool",
+    "test_a_pause_for_a_time_ends_on_the_database_clock",
+    "test_a_paused_session_leases_nothing_and_its_held_leases_go_on",
+    "test_a_throttle_never_shortens_a_pause",
+    "test_a_throttled_release_pauses_the_session_and_spends_no_attempt",
+    "test_an_expired_lease_not_yet_swept_still_counts",
+    "test_hostile_flow_fields_of_a_push_write_nothing",
+    "test_hostile_flow_settings_store_nothing",
+    "test_hostile_pauses_are_refused",
+    "test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself",
+]
+
+KEYS = 50
+PER_KEY = 6
+CAP = 2
+WORKERS = 16
+MOST_HELD = """
+SELECT coalesce(max(n), 0) AS most FROM (
+    SELECT count(*) AS n FROM leads
+    WHERE session = 'crawl' AND status = 'leased' AND concurrency_key IS NOT NULL
+    GROUP BY concurrency_key
+) AS held
+"""
+
+
+async def _work(queue: Queue, owner: str, batch: int) -> int:
+    """Lease and complete until three leases in a row find nothing; returns leads done."""
+    done = idle = 0
+    while idle < 3:
+        leases = (await lease_from(queue, "crawl", owner, max=batch, ttl_s=60)).leases
+        if not leases:
+            idle += 1
+            await asyncio.sleep(0.01)
+            continue
+        idle = 0
+        await asyncio.sleep(0.002)  # the work: other workers lease meanwhile
+        results = await queue.complete_many([CompleteItem(x.lead.id, x.token) for x in leases])
+        assert all(result.ok for result in results)
+        done += len(leases)
+    return done
+
+
+async def test_the_cap_per_key_holds_in_what_the_cluster_commits(
+    queue: Queue, db: Database, database_url: str, settings: Settings
+) -> None:
+    """16 workers of two pools over 50 keys with ``max_leased_per_key = 2``: no committed state
+    of the session, read over and over while they lease, holds more than 2 leads of one key,
+    and some hold 2; every lead is done once."""
+    await queue.put_settings("crawl", SessionSettings(max_leased_per_key=CAP))
+    pushed = [
+        NewLead({"key": k, "n": n}, concurrency_key=f"domain-{k}")
+        for k in range(KEYS)
+        for n in range(PER_KEY)
+    ]
+    await queue.push("crawl", pushed)
+    seen: list[int] = []
+    draining = True
+
+    async def watch() -> None:
+        while draining:
+            [row] = await fetch(db, MOST_HELD)
+            seen.append(row["most"])
+
+    watcher = asyncio.create_task(watch())
+    async with Database.from_settings(settings, database_url) as other_db:
+        queues = [queue, Queue(other_db)]
+        done = await asyncio.gather(
+            *(_work(queues[i % 2], f"w{i}", 1 + i % 3) for i in range(WORKERS))
+        )
+    draining = False
+    await watcher
+    assert sum(done) == KEYS * PER_KEY
+    assert seen and max(seen) == CAP, sorted(set(seen))
+    found = await report(queue, "crawl")
+    assert found.completed == KEYS * PER_KEY and found.double_completions == 0
+    assert found.overlapping_leases == 0
