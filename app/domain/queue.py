@@ -736,6 +736,7 @@ class Queue:
         validation.token(token)
         delay = validation.delay(delay_s)
         validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
+        route = self._route(now, [token])
         rows = await self._run(
             statements.release(
                 lead_id=lead_id,
@@ -743,8 +744,10 @@ class Queue:
                 delay_s=delay,
                 error=error,
                 throttle_s=validation.throttle(throttle_s),
+                session=route.session,
                 now=now,
                 ledger=self.ledger,
+                routed=route.session is not None,
             )
         )
         if not rows:

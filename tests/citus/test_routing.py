@@ -14,7 +14,8 @@ import pytest
 from app.store.statements import text
 from tests.deploy.test_scaling import PARAMETERS, SESSION_SCOPED
 
-# Renew and complete, by lead id and the session their tokens carry (app.domain.lease_tokens).
+# Renew, complete and release, by lead id and the session their tokens carry
+# (app.domain.lease_tokens).
 ROUTED: dict[str, Callable[[], str]] = {
     f"{name}{', grouped' if skip else ''}{', ledger off' if not ledger else ''}": (
         lambda name=name, skip=skip, ledger=ledger: text(  # type: ignore[misc]
@@ -28,11 +29,19 @@ ROUTED: dict[str, Callable[[], str]] = {
     for skip in (True, False)
     for ledger in ((True, False) if name == "complete_many" else (True,))
 }
+ROUTED |= {
+    f"release{', ledger off' if not ledger else ''}": (
+        lambda ledger=ledger: text("release", ledger=ledger, routed=True)  # type: ignore[misc]
+    )
+    for ledger in (True, False)
+}
 EXTRA: dict[str, Any] = {
     "checkpoints": [None],
     "statuses": ["done"],
     "results": [None],
     "errors": [None],
+    "delay_s": 0.0,
+    "throttle_s": None,
 }
 
 

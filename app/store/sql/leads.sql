@@ -715,11 +715,50 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
 -- attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
 -- session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
--- all in this statement, so only a valid lease pauses its session.
+-- all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
+-- of ``session`` (its token's), as in ``renew_many``.
 --
--- parameters: delay_s, error, lead_id, token, throttle_s, now
+-- parameters: delay_s, error, lead_id, token, throttle_s, session, now
 
--- name: release (ledger=True)
+-- name: release (ledger=True, routed=True)
+WITH req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
+),
+released AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+                     THEN 'released on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
+                          || coalesce(': ' || req.error, '')
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL,
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+                            ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'released', status, attempts, owner, %(now)s::timestamptz, NULL FROM released
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+FROM released;
+
+-- name: release (ledger=True, routed=False)
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
 ),
@@ -757,7 +796,41 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
             THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
 FROM released;
 
--- name: release (ledger=False)
+-- name: release (ledger=False, routed=True)
+WITH req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
+),
+released AS (
+    UPDATE leads AS l
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+                     THEN 'released on attempt ' || l.attempts::text
+                          || ' of ' || l.max_attempts::text
+                          || coalesce(': ' || req.error, '')
+                     ELSE l.error END,
+        lease_token = NULL, lease_expires_at = NULL,
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+                            ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        updated_at = %(now)s::timestamptz
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+throttled AS (
+    INSERT INTO session_settings AS s (session, paused_until, updated_at)
+    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
+    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
+    ON CONFLICT (session) DO UPDATE
+        SET paused_until = greatest(s.paused_until, excluded.paused_until)
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
+       CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+FROM released;
+
+-- name: release (ledger=False, routed=False)
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
 ),

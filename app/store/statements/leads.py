@@ -16,7 +16,6 @@ from app.store.statements.fragments import (
     NOW,
     ONLY_LOCKED,
     TERMINAL,
-    VALID_LEASE,
     busy_answer,
     ledger_rows,
     locked_rows,
@@ -244,7 +243,7 @@ def completed_already(
     """
 
 
-def _release(ledger: bool) -> str:
+def _release(ledger: bool, routed: bool) -> str:
     last = f"{LAST_ATTEMPT} AND %(throttle_s)s::float8 IS NULL"
     return f"""
 WITH req AS (
@@ -265,7 +264,7 @@ released AS (
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
         updated_at = {NOW}
     FROM req
-    WHERE l.id = req.lead_id AND {VALID_LEASE}
+    WHERE l.id = req.lead_id AND {valid_lease(routed)}
     RETURNING l.*
 ),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
@@ -286,7 +285,7 @@ throttled AS (
 )"""
 
 
-@statement(_release, ledger=BOTH)
+@statement(_release, ledger=BOTH, routed=BOTH)
 def release(
     *,
     delay_s: float,
@@ -294,8 +293,10 @@ def release(
     lead_id: int,
     token: str,
     throttle_s: float | None = None,
+    session: str | None = None,
     now: datetime | None,
     ledger: bool,
+    routed: bool = False,
 ) -> None:
     """Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
 
@@ -306,7 +307,8 @@ def release(
     ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
     attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
     session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
-    all in this statement, so only a valid lease pauses its session.
+    all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
+    of ``session`` (its token's), as in ``renew_many``.
     """
 
 
