@@ -137,7 +137,8 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
         def statement(text: str, session: str) -> Callable[[], Awaitable[Any]]:
             async def lease() -> None:
                 params = {"session": session, "owner": "b", "max": 1, "ttl_s": 300.0}
-                rows = await db.rows(text, {**params, "now": DB_CLOCK, "tokens": [mint("s")]})
+                params |= {"now": DB_CLOCK, "tokens": [mint("s")], "ledger_by_row": False}
+                rows = await db.rows(text, params)
                 assert rows and rows[0]["id"] is not None
 
             return lease
@@ -227,7 +228,7 @@ def explained(url: str, explains: int) -> dict[str, dict[str, float | None]]:
         for _ in range(explains):
             for name, statement in compared.items():
                 params = {"session": "explain", "owner": "b", "max": 1, "ttl_s": 300.0}
-                params |= {"now": DB_CLOCK, "tokens": [mint("s")]}
+                params |= {"now": DB_CLOCK, "tokens": [mint("s")], "ledger_by_row": False}
                 found = conn.execute(
                     f"EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) {statement}",  # type: ignore[arg-type]
                     params,

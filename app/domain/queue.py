@@ -301,6 +301,18 @@ class Queue:
             enabled=group_commit,
         )
 
+    @property
+    def ledger_in_statement(self) -> bool:
+        """Whether a statement writes its own ledger rows (its ``ledger_rows`` CTE): with the
+        ledger on, on one PostgreSQL (and on a cluster until the queue knows it is one)."""
+        return self.ledger and not self.sharded
+
+    @property
+    def ledger_by_row(self) -> bool:
+        """Whether a statement names its event in ``leads.ledger_event`` instead, for the row
+        trigger that writes the ledger on the lead's shard (a Citus cluster: revision 0016)."""
+        return self.ledger and self.sharded
+
     async def _rows(self, query: str, params: Mapping[str, Any]) -> list[Row]:
         """The one way the queue's own statements reach the pool (tests watch them here)."""
         return await self.db.rows(query, params)
@@ -412,7 +424,8 @@ class Queue:
                 max_runtimes=[lead.max_runtime_s for lead in rows],
                 traceparents=[lead.traceparent or traceparent for lead in rows],
                 now=now,
-                ledger=self.ledger,
+                ledger=self.ledger_in_statement,
+                ledger_by_row=self.ledger_by_row,
             )
 
         async def pushed(conn: Connection, statement: Statement) -> tuple[PushResult, list[Row]]:
@@ -685,7 +698,8 @@ class Queue:
                 errors=[item.error for item in items],
                 session=route.session,
                 now=route.now,
-                ledger=self.ledger,
+                ledger=self.ledger_in_statement,
+                ledger_by_row=self.ledger_by_row,
                 lean=lean,
                 skip_locked=skipping,
                 routed=route.session is not None,
@@ -746,7 +760,8 @@ class Queue:
                 throttle_s=validation.throttle(throttle_s),
                 session=route.session,
                 now=now,
-                ledger=self.ledger,
+                ledger=self.ledger_in_statement,
+                ledger_by_row=self.ledger_by_row,
                 routed=route.session is not None,
             )
         )
@@ -778,7 +793,8 @@ class Queue:
             session=session,
             limit=SWEEP_BATCH,
             now=now,
-            ledger=self.ledger,
+            ledger=self.ledger_in_statement,
+            ledger_by_row=self.ledger_by_row,
             scoped=session is not None,
         )
         requeued, failed = await in_batches(
@@ -864,7 +880,13 @@ class Queue:
         """
         validation.lead_id(lead_id)
         return await self._operator(
-            statements.cancel(lead_id=lead_id, now=now, ledger=self.ledger), "terminal"
+            statements.cancel(
+                lead_id=lead_id,
+                now=now,
+                ledger=self.ledger_in_statement,
+                ledger_by_row=self.ledger_by_row,
+            ),
+            "terminal",
         )
 
     async def retry(self, lead_id: int, *, now: datetime | None = None) -> Lead:
@@ -874,7 +896,13 @@ class Queue:
         """
         validation.lead_id(lead_id)
         return await self._operator(
-            statements.retry(lead_id=lead_id, now=now, ledger=self.ledger), "not failed"
+            statements.retry(
+                lead_id=lead_id,
+                now=now,
+                ledger=self.ledger_in_statement,
+                ledger_by_row=self.ledger_by_row,
+            ),
+            "not failed",
         )
 
     async def retry_failed(
@@ -894,7 +922,12 @@ class Queue:
             nonlocal before
             rows = await self._run(
                 statements.retry_failed(
-                    session=session, before=before, limit=limit, now=now, ledger=self.ledger
+                    session=session,
+                    before=before,
+                    limit=limit,
+                    now=now,
+                    ledger=self.ledger_in_statement,
+                    ledger_by_row=self.ledger_by_row,
                 )
             )
             before = before or rows[0]["started"]

@@ -96,7 +96,6 @@ class SessionLeases:
 
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
-        self._ledger = queue.ledger
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
@@ -153,7 +152,8 @@ class SessionLeases:
             tokens=call.tokens,
             ttl_s=call.ttl,
             now=now,
-            ledger=self._ledger,
+            ledger=self.queue.ledger_in_statement,
+            ledger_by_row=self.queue.ledger_by_row,
         )
 
     def _ttl(self, request: LeaseRequest) -> float:
@@ -214,7 +214,8 @@ class SessionLeases:
             tokens=call.tokens,
             ttl_s=call.ttl,
             now=now,
-            ledger=self._ledger,
+            ledger=self.queue.ledger_in_statement,
+            ledger_by_row=self.queue.ledger_by_row,
             keyed=key is not None,
             key=key,
             request=asked,
@@ -269,7 +270,8 @@ class SessionLeases:
             key=key,
             request=asked,
             now=now,
-            ledger=self._ledger,
+            ledger=self.queue.ledger_in_statement,
+            ledger_by_row=self.queue.ledger_by_row,
         )
         try:
             rows = await self.queue.db.rows(keyed)
@@ -307,7 +309,8 @@ class SessionLeases:
                 tokens=list(chain.from_iterable(call.tokens for call in calls)),
                 ttls=[call.ttl for call in calls for _ in range(call.max)],
                 now=now,
-                ledger=self._ledger,
+                ledger=self.queue.ledger_in_statement,
+                ledger_by_row=self.queue.ledger_by_row,
             )
         rows = await self.queue.db.rows(statement)
         if rows and rows[0]["limited"]:
@@ -334,7 +337,8 @@ class SessionLeases:
                     tokens=call.tokens,
                     ttl_s=call.ttl,
                     now=now,
-                    ledger=self._ledger,
+                    ledger=self.queue.ledger_in_statement,
+                    ledger_by_row=self.queue.ledger_by_row,
                 )
                 rows = await execute(conn, limited)
             else:  # its limits were lifted

@@ -135,6 +135,9 @@ leads = Table(
     Column("waiting_on", Integer, nullable=False, server_default=text("0")),
     Column("has_dependents", Boolean, nullable=False, server_default=text("false")),
     Column("ready_at", DateTime(timezone=True), nullable=True),
+    # The event a statement names for the ledger's row trigger on a Citus cluster (revision
+    # 0016); NULL at rest: the trigger nulls it again, and on one PostgreSQL it stays NULL.
+    Column("ledger_event", Text, nullable=True),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),

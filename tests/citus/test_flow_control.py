@@ -1,15 +1,15 @@
 """Flow control on the cluster: every test of one PostgreSQL's pause, cooldown and maximum
-runtime (``tests/integration/test_flow_control.py``), and of its concurrency keys
-(``tests/integration/test_concurrency_keys.py``: the cap per key under 16 workers of two
-pools among them), each on a fresh database of the cluster (this folder's ``database_url``).
+runtime (``tests/integration/test_flow_control.py``) and of its concurrency keys
+(``tests/integration/test_concurrency_keys.py``), each on a fresh database of the cluster
+(this folder's ``database_url``), and the cap per key under 16 workers of two pools.
 
 Left out: the plan of a keyed lease (an ``EXPLAIN`` of one PostgreSQL; on the cluster
 ``tests/citus/test_routing.py`` checks that ``lease_limited`` runs on one shard), and the
-cap read from the ledger's lease intervals. With the ledger on, Citus runs a lease's CTEs
-one by one after it has taken the statement's instant, so a ``leased`` row's ``at`` may
-precede the completion whose slot it took by the time of those steps (docs/scaling.md,
-"The clock on a cluster"). Here the cap is checked where it holds: in what the database has
-committed, read again and again while 16 workers of two pools lease.
+cap read from the ledger's lease intervals. The coordinator takes a statement's instant
+before a worker node takes its snapshot, so a ``leased`` row's ``at`` may precede the
+completion whose slot it took by that moment (docs/scaling.md, "The clock on a cluster").
+Here the cap is checked where it holds: in what the database has committed, read again and
+again while the workers lease.
 """
 
 from __future__ import annotations

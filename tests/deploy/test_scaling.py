@@ -165,6 +165,7 @@ PARAMETERS: dict[str, Any] = {
     "status": "done",
     "result": None,
     "error": None,
+    "ledger_by_row": False,
 }
 
 

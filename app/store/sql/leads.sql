@@ -11,7 +11,7 @@
 -- order: an insert waits for a concurrent one of the same key, so two pushes
 -- taking shared keys in different orders would wait on each other (deadlock).
 --
--- parameters: session, concurrency_keys, delays, depths, has_dependents, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, traceparents, now
+-- parameters: session, concurrency_keys, delays, depths, has_dependents, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, traceparents, now, ledger_by_row
 
 -- name: push (ledger=True)
 WITH input AS (
@@ -31,11 +31,12 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent, has_dependents)
+                       max_runtime_s, traceparent, has_dependents, ledger_event)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => delay_s)) AT TIME ZONE 'UTC', delay_s > 0, %(now)s::timestamptz, %(now)s::timestamptz, concurrency_key,
-           max_runtime_s, traceparent, has_dependents
+           max_runtime_s, traceparent, has_dependents,
+           CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -69,11 +70,12 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent, has_dependents)
+                       max_runtime_s, traceparent, has_dependents, ledger_event)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => delay_s)) AT TIME ZONE 'UTC', delay_s > 0, %(now)s::timestamptz, %(now)s::timestamptz, concurrency_key,
-           max_runtime_s, traceparent, has_dependents
+           max_runtime_s, traceparent, has_dependents,
+           CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -226,7 +228,7 @@ WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
 -- as it is and named, with every item of it, in ``busy`` (``busy_answer``). ``routed``:
 -- every lease is of ``session``, as in ``renew_many``.
 --
--- parameters: errors, ids, results, statuses, tokens, session, now
+-- parameters: errors, ids, results, statuses, tokens, session, now, ledger_by_row
 
 -- name: complete_many (ledger=True, lean=True, skip_locked=True, routed=True)
 WITH input AS (
@@ -246,7 +248,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -282,7 +284,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -313,7 +315,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
@@ -337,7 +339,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
@@ -366,7 +368,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -402,7 +404,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -433,7 +435,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
@@ -457,7 +459,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
@@ -486,7 +488,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -518,7 +520,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -545,7 +547,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
@@ -565,7 +567,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
@@ -590,7 +592,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -622,7 +624,7 @@ locked AS MATERIALIZED (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
@@ -649,7 +651,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
@@ -669,7 +671,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
@@ -718,7 +720,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
 -- of ``session`` (its token's), as in ``renew_many``.
 --
--- parameters: delay_s, error, lead_id, token, throttle_s, session, now
+-- parameters: delay_s, error, lead_id, token, throttle_s, session, now, ledger_by_row
 
 -- name: release (ledger=True, routed=True)
 WITH req AS (
@@ -737,7 +739,7 @@ released AS (
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*
@@ -775,7 +777,7 @@ released AS (
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -813,7 +815,7 @@ released AS (
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*
@@ -847,7 +849,7 @@ released AS (
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
         scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -873,7 +875,7 @@ FROM released;
 -- completion; the UPDATE re-checks status and expiry so a lease completed
 -- just before is never moved back (River #1302).
 --
--- parameters: session, limit, now
+-- parameters: session, limit, now, ledger_by_row
 
 -- name: sweep (ledger=True, scoped=True)
 WITH expired AS (
@@ -890,7 +892,8 @@ swept AS (
                      THEN 'lease expired on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'expired' END
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           AND l.session = %(session)s
@@ -923,7 +926,8 @@ swept AS (
                      THEN 'lease expired on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'expired' END
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           
@@ -956,7 +960,8 @@ swept AS (
                      THEN 'lease expired on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'expired' END
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           AND l.session = %(session)s
@@ -985,7 +990,8 @@ swept AS (
                      THEN 'lease expired on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz
+        lease_token = NULL, lease_expires_at = NULL, available_at = %(now)s::timestamptz, updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'expired' END
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= %(now)s::timestamptz
           
@@ -1004,13 +1010,13 @@ FROM swept;
 --
 -- An operator fails a queued or leased lead; its holder's next renew or complete loses.
 --
--- parameters: lead_id, now
+-- parameters: lead_id, now, ledger_by_row
 
 -- name: cancel (ledger=True)
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz
+        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ),
@@ -1024,7 +1030,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz
+        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
@@ -1038,13 +1044,13 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
 -- raised when needed so the replayed lead gets its attempt.
 --
--- parameters: lead_id, now
+-- parameters: lead_id, now, ledger_by_row
 
 -- name: retry (ledger=True)
 WITH retried AS (
     UPDATE leads
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
-        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 ),
@@ -1059,7 +1065,7 @@ FROM retried;
 WITH retried AS (
     UPDATE leads
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
-        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
     WHERE id = %(lead_id)s AND status = 'failed'
     RETURNING *
 )
@@ -1149,7 +1155,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- (a lead retried alone meanwhile is queued, and passed over); only statements that lock
 -- one row or skip locked rows touch failed leads, so the wait closes no cycle.
 --
--- parameters: session, before, limit, now
+-- parameters: session, before, limit, now, ledger_by_row
 
 -- name: retry_failed (ledger=True)
 WITH failed AS (
@@ -1162,7 +1168,7 @@ WITH failed AS (
 retried AS (
     UPDATE leads AS l
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
-        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
     FROM failed
     WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
     RETURNING l.*
@@ -1187,7 +1193,7 @@ WITH failed AS (
 retried AS (
     UPDATE leads AS l
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
-        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz
+        max_attempts = greatest(l.max_attempts, l.attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
     FROM failed
     WHERE l.id = failed.id AND l.session = %(session)s AND l.status = 'failed'
     RETURNING l.*

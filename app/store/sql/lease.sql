@@ -23,7 +23,7 @@
 -- the session's lock. Otherwise each lead leased is a row (``limited`` false),
 -- and nothing leased is one row of NULLs.
 --
--- parameters: session, max, owner, tokens, ttl_s, now
+-- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row
 
 -- name: lease_next (ledger=True)
 WITH paused AS (
@@ -72,7 +72,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -133,7 +133,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -157,7 +157,7 @@ ORDER BY priority DESC, id;
 -- leased): the caller then waits for that try through the transaction of
 -- ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
 --
--- parameters: session, max, owner, tokens, ttl_s, key, request, now
+-- parameters: session, max, owner, tokens, ttl_s, key, request, now, ledger_by_row
 
 -- name: lease_keyed (ledger=True)
 WITH paused AS (
@@ -209,7 +209,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -284,7 +284,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -321,7 +321,7 @@ ORDER BY priority DESC, id;
 -- rate: the completion is done, the lease is left to the limited path), and with ``keyed``
 -- the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
 --
--- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, key, request
+-- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, key, request
 
 -- name: complete_and_lease (ledger=True, keyed=True)
 WITH paused AS (
@@ -334,7 +334,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -389,7 +389,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -429,7 +429,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -481,7 +481,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -511,7 +511,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -562,7 +562,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -598,7 +598,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
@@ -646,7 +646,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -673,7 +673,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
 -- as ``lease_next`` does.
 --
--- parameters: session, max, owners, tokens, ttls, now
+-- parameters: session, max, owners, tokens, ttls, now, ledger_by_row
 
 -- name: lease_group (ledger=True)
 WITH paused AS (
@@ -722,7 +722,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -783,7 +783,7 @@ leased AS (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
         lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -881,7 +881,7 @@ SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT 
 -- ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
 -- knows what held the session back and when to try it again.
 --
--- parameters: session, max, owner, tokens, ttl_s, now
+-- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row
 
 -- name: lease_limited (ledger=True)
 WITH paused AS (
@@ -982,7 +982,7 @@ leased AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
         updated_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int)
+        * (%(now)s::timestamptz = transaction_timestamp())::int), ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -1104,7 +1104,7 @@ leased AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int) AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
         updated_at = (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int)
+        * (%(now)s::timestamptz = transaction_timestamp())::int), ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s

@@ -103,6 +103,15 @@ def ledger_rows(
 )"""
 
 
+def logged(event: str) -> str:
+    """The SET item that names ``event`` for the ledger's row trigger of a Citus cluster
+    (revision 0016, docs/scaling.md, "The ledger on a cluster"), when the statement is given
+    ``ledger_by_row``; else NULL, the column at rest. There a statement's ``ledger_rows``
+    CTE would make Citus plan it in pieces through every node; the trigger writes the row on
+    the lead's shard instead, and nulls the column again."""
+    return f"ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN '{event}' END"
+
+
 def valid_lease(routed: bool = False) -> str:
     """The lease of ``req`` is valid on lead ``l``; ``routed``: and ``l`` is of the session
     ``%(session)s`` (the lease token's: ``app.domain.lease_tokens``), which on a Citus

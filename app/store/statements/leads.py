@@ -19,6 +19,7 @@ from app.store.statements.fragments import (
     busy_answer,
     ledger_rows,
     locked_rows,
+    logged,
     notify,
     only_session,
     plus_seconds,
@@ -46,11 +47,12 @@ numbered AS (
 inserted AS (
     INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
                        available_at, scheduled, created_at, updated_at, concurrency_key,
-                       max_runtime_s, traceparent, has_dependents)
+                       max_runtime_s, traceparent, has_dependents, ledger_event)
     OVERRIDING SYSTEM VALUE
     SELECT id, %(session)s, priority, CAST(payload AS jsonb), key, depth, parent_id, max_attempts,
            {plus_seconds(NOW, "delay_s")}, delay_s > 0, {NOW}, {NOW}, concurrency_key,
-           max_runtime_s, traceparent, has_dependents
+           max_runtime_s, traceparent, has_dependents,
+           CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END
     FROM numbered ORDER BY key
     ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
     RETURNING id, key, session, status, attempts, owner, scheduled
@@ -81,6 +83,7 @@ def push(
     traceparents: list[str | None],
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """Insert a batch; keys already in the session are skipped (ON CONFLICT DO NOTHING).
 
@@ -183,7 +186,7 @@ req AS (
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = {NOW}
+        lease_expires_at = NULL, updated_at = {NOW}, {logged("completed")}
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}{ONLY_LOCKED if skip_locked else ""}
     RETURNING l.*, req.ord - 1 AS item
@@ -201,6 +204,7 @@ def complete_many(
     session: str | None = None,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
     lean: bool = False,
     skip_locked: bool = False,
     routed: bool = False,
@@ -262,7 +266,7 @@ released AS (
                             ELSE {plus_seconds(NOW, "%(delay_s)s::float8")} END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
         throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
-        updated_at = {NOW}
+        updated_at = {NOW}, {logged("released")}
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}
     RETURNING l.*
@@ -296,6 +300,7 @@ def release(
     session: str | None = None,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
     routed: bool = False,
 ) -> None:
     """Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
@@ -329,7 +334,8 @@ swept AS (
                      THEN 'lease expired on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                      ELSE l.error END,
-        lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW}
+        lease_token = NULL, lease_expires_at = NULL, available_at = {NOW}, updated_at = {NOW},
+        {logged("expired")}
     FROM expired
     WHERE l.id = expired.id AND l.status = 'leased' AND l.lease_expires_at <= {NOW}
           {only_session(scoped, "l.session")}
@@ -347,7 +353,13 @@ FROM swept
 
 @statement(_sweep, ledger=BOTH, scoped=BOTH)
 def sweep(
-    *, session: str | None = None, limit: int, now: datetime | None, ledger: bool, scoped: bool
+    *,
+    session: str | None = None,
+    limit: int,
+    now: datetime | None,
+    ledger: bool,
+    scoped: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """Requeue up to ``limit`` expired leases (one session's when scoped); at max_attempts, fail.
 
@@ -362,7 +374,7 @@ def _cancel(ledger: bool) -> str:
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = {NOW}
+        scheduled = false, updated_at = {NOW}, {logged("cancelled")}
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}
@@ -371,7 +383,9 @@ SELECT {LEAD_COLUMNS} FROM cancelled
 
 
 @statement(_cancel, ledger=BOTH)
-def cancel(*, lead_id: int, now: datetime | None, ledger: bool) -> None:
+def cancel(
+    *, lead_id: int, now: datetime | None, ledger: bool, ledger_by_row: bool = False
+) -> None:
     """An operator fails a queued or leased lead; its holder's next renew or complete loses."""
 
 
@@ -381,7 +395,7 @@ def _requeue_failed(alias: str) -> str:
     return (
         f"status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = {NOW},"
         f"\n        max_attempts = greatest({alias}max_attempts, {alias}attempts + 1), "
-        f"updated_at = {NOW}"
+        f"updated_at = {NOW}, {logged('retried')}"
     )
 
 
@@ -399,7 +413,7 @@ FROM retried
 
 
 @statement(_retry, ledger=BOTH)
-def retry(*, lead_id: int, now: datetime | None, ledger: bool) -> None:
+def retry(*, lead_id: int, now: datetime | None, ledger: bool, ledger_by_row: bool = False) -> None:
     """Dead-letter replay: a failed lead is queued again with room for one more attempt.
 
     ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
@@ -488,7 +502,13 @@ FROM retried
 
 @statement(_retry_failed, ledger=BOTH)
 def retry_failed(
-    *, session: str, before: datetime | None, limit: int, now: datetime | None, ledger: bool
+    *,
+    session: str,
+    before: datetime | None,
+    limit: int,
+    now: datetime | None,
+    ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """Dead-letter replay of up to ``limit`` failed leads of a session, as ``retry`` of each.
 

@@ -20,6 +20,7 @@ from app.store.statements.fragments import (
     SETTINGS,
     VALID_LEASE,
     ledger_rows,
+    logged,
     only_session,
     plus_seconds,
     qualified,
@@ -54,6 +55,7 @@ def lease_next(
     ttl_s: float,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """Lease up to ``max`` available leads of a session, highest priority then oldest first.
 
@@ -124,6 +126,7 @@ def lease_keyed(
     request: str,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
     in one statement: the lease and the memory of it commit together.
@@ -146,7 +149,7 @@ def _complete_and_lease(ledger: bool, keyed: bool) -> str:
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = {NOW}
+        lease_expires_at = NULL, updated_at = {NOW}, {logged("completed")}
     FROM req
     WHERE l.id = req.lead_id AND {VALID_LEASE}
     RETURNING l.*
@@ -191,6 +194,7 @@ def complete_and_lease(
     ttl_s: float,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
     keyed: bool = False,
     key: str | None = None,
     request: str | None = None,
@@ -258,6 +262,7 @@ def lease_group(
     ttls: list[float],
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """``lease_next`` for several callers of one session at once (group commit).
 
@@ -338,7 +343,7 @@ leased AS (
     SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
         attempts = l.attempts + 1, scheduled = false, runtime_ends_at = {ends},
         lease_expires_at = least({plus_seconds(clock, "numbered.ttl_s")}, {ends}),
-        updated_at = {clock}
+        updated_at = {clock}, {logged("leased")}
     FROM numbered
     -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
     WHERE l.id = numbered.id AND l.session = %(session)s
@@ -510,6 +515,7 @@ def lease_limited(
     ttl_s: float,
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """``lease_next`` for a session with a cap or a rate, run after ``lock_settings``.
 
