@@ -102,6 +102,7 @@ async def add(
     now: datetime | None,
     *,
     ledger: bool,
+    ledger_by_row: bool,
 ) -> None:
     """The edges of the leads the push inserted (a duplicate's ``after`` is not its own:
     the lead already there stands), written in the push's transaction."""
@@ -122,5 +123,6 @@ async def add(
                 after_ids=after_ids,
                 now=now,
                 ledger=ledger,
+                ledger_by_row=ledger_by_row,
             ),
         )

@@ -446,7 +446,14 @@ class Queue:
                 result, inserted = await pushed(conn, push_of(resolved.parents))
                 new_ids = {row["id"] for row in inserted}
                 await dependencies.add(
-                    conn, session, resolved, result.ids, new_ids, now, ledger=self.ledger
+                    conn,
+                    session,
+                    resolved,
+                    result.ids,
+                    new_ids,
+                    now,
+                    ledger=self.ledger_in_statement,
+                    ledger_by_row=self.ledger_by_row,
                 )
                 return result
 

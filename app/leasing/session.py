@@ -217,6 +217,7 @@ class SessionLeases:
             ledger=self.queue.ledger_in_statement,
             ledger_by_row=self.queue.ledger_by_row,
             keyed=key is not None,
+            routed=self.queue.sharded and lease_tokens.session_of(item.token) == session,
             key=key,
             request=asked,
         )

@@ -1,13 +1,15 @@
 """Dependencies on the cluster (revision 0015, docs/scaling.md, "Dependencies on a cluster"):
 every test of one PostgreSQL's dependencies (``tests/integration/test_dependencies.py``), each
-on a fresh database of the cluster (this folder's ``database_url``), and leads waiting on
-others in sessions on both worker nodes, completed by workers of two API processes."""
+on a fresh database of the cluster (this folder's ``database_url``), by a queue before and
+after it knows it is sharded, and leads waiting on others in sessions on both worker
+nodes, completed by workers of two API processes."""
 
 from __future__ import annotations
 
 import asyncio
 
 import psycopg
+import pytest
 
 from app.config import Settings
 from app.domain.queue import Queue
@@ -49,6 +51,18 @@ __all__ = [
 
 SESSIONS = 8
 CHAIN = 4
+
+
+@pytest.fixture(params=[False, True], ids=["before it knows", "sharded"])
+async def queue(db: Database, request: pytest.FixtureRequest) -> Queue:
+    """Each test twice: with a fresh queue, which writes the ledger in its statements' CTEs
+    until Citus first refuses it a lock across shards, and with one that knows it is sharded
+    (the service's boot sweep teaches it), whose ledger the row trigger writes on the shard."""
+    queue = Queue(db)
+    if request.param:
+        await queue.sweep_all()
+        assert queue.sharded
+    return queue
 
 
 def _nodes_of(database_url: str, sessions: list[str]) -> set[int]:

@@ -14,8 +14,8 @@ import pytest
 from app.store.statements import text
 from tests.deploy.test_scaling import PARAMETERS, SESSION_SCOPED
 
-# Renew, complete and release, by lead id and the session their tokens carry
-# (app.domain.lease_tokens).
+# Renew, complete, release and a completion with next, by lead id and the session their
+# tokens carry (app.domain.lease_tokens).
 ROUTED: dict[str, Callable[[], str]] = {
     f"{name}{', grouped' if skip else ''}{', ledger off' if not ledger else ''}": (
         lambda name=name, skip=skip, ledger=ledger: text(  # type: ignore[misc]
@@ -34,6 +34,16 @@ ROUTED |= {
         lambda ledger=ledger: text("release", ledger=ledger, routed=True)  # type: ignore[misc]
     )
     for ledger in (True, False)
+}
+# A completion with next whose lease is of the next lease's session (the common case).
+ROUTED |= {
+    f"complete_and_lease{', keyed' if keyed else ''}{', ledger off' if not ledger else ''}": (
+        lambda ledger=ledger, keyed=keyed: text(  # type: ignore[misc]
+            "complete_and_lease", ledger=ledger, keyed=keyed, routed=True
+        )
+    )
+    for ledger in (True, False)
+    for keyed in (False, True)
 }
 EXTRA: dict[str, Any] = {
     "checkpoints": [None],

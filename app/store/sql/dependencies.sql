@@ -19,9 +19,10 @@ WHERE session = %(session)s AND (id = ANY(%(ids)s::bigint[]) OR key = ANY(%(keys
 -- The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
 -- the parents locked and marked, each child blocked on those not yet done or cached, or
 -- failed at once when one of them has failed (the module docstring), with its ``failed``
--- event in the ledger, as the trigger writes one for a parent that fails later.
+-- event in the ledger, as the trigger writes one for a parent that fails later; with
+-- ``ledger_by_row`` (a Citus cluster), by the ledger's row trigger, as ``logged`` does.
 --
--- parameters: session, lead_ids, after_ids, now
+-- parameters: session, lead_ids, after_ids, now, ledger_by_row
 
 -- name: add_dependencies (ledger=True)
 WITH edge AS (
@@ -70,7 +71,9 @@ children AS (
                          WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
         available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
                             THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool AND tally.failed_parent IS NOT NULL
+                            THEN 'failed' END
     FROM tally
     WHERE c.id = tally.lead_id AND c.session = %(session)s
     RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
@@ -129,7 +132,9 @@ children AS (
                          WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
         available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
                             THEN TIMESTAMPTZ '9999-12-31 00:00:00+00' ELSE c.available_at END,
-        updated_at = %(now)s::timestamptz
+        updated_at = %(now)s::timestamptz,
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool AND tally.failed_parent IS NOT NULL
+                            THEN 'failed' END
     FROM tally
     WHERE c.id = tally.lead_id AND c.session = %(session)s
     RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner

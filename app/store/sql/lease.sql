@@ -320,10 +320,107 @@ ORDER BY priority DESC, id;
 -- changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
 -- rate: the completion is done, the lease is left to the limited path), and with ``keyed``
 -- the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+-- ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
+-- whole statement runs on that session's shard.
 --
 -- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, key, request
 
--- name: complete_and_lease (ledger=True, keyed=True)
+-- name: complete_and_lease (ledger=True, keyed=True, routed=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=True, routed=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -418,7 +515,89 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=True, keyed=False)
+-- name: complete_and_lease (ledger=True, keyed=False, routed=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=False, routed=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -500,7 +679,94 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=False, keyed=True)
+-- name: complete_and_lease (ledger=False, keyed=True, routed=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=True, routed=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -587,7 +853,81 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=False, keyed=False)
+-- name: complete_and_lease (ledger=False, keyed=False, routed=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=False, routed=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),

@@ -204,7 +204,9 @@ children AS (
                          WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
         available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
                             THEN TIMESTAMPTZ '{BLOCKED_UNTIL}' ELSE c.available_at END,
-        updated_at = {NOW}
+        updated_at = {NOW},
+        ledger_event = CASE WHEN %(ledger_by_row)s::bool AND tally.failed_parent IS NOT NULL
+                            THEN 'failed' END
     FROM tally
     WHERE c.id = tally.lead_id AND c.session = %(session)s
     RETURNING c.id, c.session, c.waiting_on, c.status, c.attempts, c.owner
@@ -221,11 +223,13 @@ def add_dependencies(
     after_ids: list[int],
     now: datetime | None,
     ledger: bool,
+    ledger_by_row: bool = False,
 ) -> None:
     """The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
     the parents locked and marked, each child blocked on those not yet done or cached, or
     failed at once when one of them has failed (the module docstring), with its ``failed``
-    event in the ledger, as the trigger writes one for a parent that fails later."""
+    event in the ledger, as the trigger writes one for a parent that fails later; with
+    ``ledger_by_row`` (a Citus cluster), by the ledger's row trigger, as ``logged`` does."""
 
 
 def _blocked() -> str:

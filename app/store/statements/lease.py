@@ -25,6 +25,7 @@ from app.store.statements.fragments import (
     plus_seconds,
     qualified,
     seconds_between,
+    valid_lease,
 )
 
 # Due scheduled leads one lease statement considers (and promotes) at most, so a lease stays
@@ -141,7 +142,7 @@ def lease_keyed(
     """
 
 
-def _complete_and_lease(ledger: bool, keyed: bool) -> str:
+def _complete_and_lease(ledger: bool, keyed: bool, routed: bool) -> str:
     completion = f"""req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -151,7 +152,7 @@ completed AS (
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = {NOW}, {logged("completed")}
     FROM req
-    WHERE l.id = req.lead_id AND {VALID_LEASE}
+    WHERE l.id = req.lead_id AND {valid_lease(routed)}
     RETURNING l.*
 ){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
 """
@@ -179,7 +180,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id""",
     )
 
 
-@statement(_complete_and_lease, ledger=BOTH, keyed=BOTH)
+@statement(_complete_and_lease, ledger=BOTH, keyed=BOTH, routed=BOTH)
 def complete_and_lease(
     *,
     lead_id: int,
@@ -196,6 +197,7 @@ def complete_and_lease(
     ledger: bool,
     ledger_by_row: bool = False,
     keyed: bool = False,
+    routed: bool = False,
     key: str | None = None,
     request: str | None = None,
 ) -> None:
@@ -211,6 +213,8 @@ def complete_and_lease(
     changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
     rate: the completion is done, the lease is left to the limited path), and with ``keyed``
     the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+    ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
+    whole statement runs on that session's shard.
     """
 
 
