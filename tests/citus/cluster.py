@@ -55,6 +55,20 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
 
 
+def node_of(database_url: str, sessions: list[str]) -> dict[str, int]:
+    """The port of the worker node that holds each session's shard of ``leads``."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return {
+            session: port
+            for session, port in conn.execute(
+                "SELECT s, nodeport FROM unnest(%s::text[]) AS s, citus_shards"
+                " WHERE table_name = 'leads'::regclass"
+                " AND shardid = get_shard_id_for_distribution_column('leads', s)",
+                [sessions],
+            )
+        }
+
+
 def citus_installed(bin_dir: Path = PG_BIN) -> bool:
     """Whether the PostgreSQL of ``bin_dir`` has the Citus extension installed."""
     pg_config = bin_dir / "pg_config"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 
-import psycopg
 import pytest
 
 from app.config import Settings
@@ -16,6 +15,7 @@ from app.domain.queue import Queue
 from app.domain.report import report
 from app.store.pool import Database
 from leaseq.model import NewLead
+from tests.citus.cluster import node_of
 from tests.integration.test_dependencies import (
     finish,
     test_a_bad_reference_pushes_nothing,
@@ -65,18 +65,6 @@ async def queue(db: Database, request: pytest.FixtureRequest) -> Queue:
     return queue
 
 
-def _nodes_of(database_url: str, sessions: list[str]) -> set[int]:
-    """The worker nodes (ports) that hold the sessions' shards of leads."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT DISTINCT nodeport FROM citus_shards WHERE table_name = 'leads'::regclass"
-            " AND shardid IN (SELECT get_shard_id_for_distribution_column('leads', s)"
-            " FROM unnest(%s::text[]) AS s)",
-            [sessions],
-        ).fetchall()
-    return {port for (port,) in rows}
-
-
 async def test_chains_in_sessions_on_both_nodes_end_in_order(
     queue: Queue, database_url: str, settings: Settings
 ) -> None:
@@ -84,7 +72,7 @@ async def test_chains_in_sessions_on_both_nodes_end_in_order(
     two API processes at once: each lead is leased only once its parent is done, once, and
     the sessions' ledgers are clean."""
     sessions = [f"s{n}" for n in range(SESSIONS)]
-    assert len(_nodes_of(database_url, sessions)) == 2
+    assert len(set(node_of(database_url, sessions).values())) == 2
     chains = {}
     for session in sessions:
         chain = [NewLead({"n": 0}, key="k0")]

@@ -20,8 +20,12 @@ from app.config import Settings
 from app.domain.queue import Queue
 from app.domain.report import report
 from app.store.pool import Database
-from leaseq.model import CompleteItem, NewLead, SessionSettings
+from leaseq.model import NewLead, SessionSettings
 from tests.integration.test_concurrency_keys import (
+    CAP,
+    KEYS,
+    WORKERS,
+    _work,
     test_a_key_at_its_cap_holds_up_no_other_key,
     test_an_expired_lease_not_yet_swept_still_counts,
 )
@@ -40,7 +44,7 @@ from tests.integration.test_flow_control import (
     test_hostile_pauses_are_refused,
     test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself,
 )
-from tests.support import fetch, lease_from
+from tests.support import fetch
 
 __all__ = [
     "test_a_heartbeat_cannot_keep_a_lead_past_its_maximum_runtime",
@@ -60,10 +64,7 @@ __all__ = [
     "test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself",
 ]
 
-KEYS = 50
 PER_KEY = 6
-CAP = 2
-WORKERS = 16
 MOST_HELD = """
 SELECT coalesce(max(n), 0) AS most FROM (
     SELECT count(*) AS n FROM leads
@@ -71,23 +72,6 @@ SELECT coalesce(max(n), 0) AS most FROM (
     GROUP BY concurrency_key
 ) AS held
 """
-
-
-async def _work(queue: Queue, owner: str, batch: int) -> int:
-    """Lease and complete until three leases in a row find nothing; returns leads done."""
-    done = idle = 0
-    while idle < 3:
-        leases = (await lease_from(queue, "crawl", owner, max=batch, ttl_s=60)).leases
-        if not leases:
-            idle += 1
-            await asyncio.sleep(0.01)
-            continue
-        idle = 0
-        await asyncio.sleep(0.002)  # the work: other workers lease meanwhile
-        results = await queue.complete_many([CompleteItem(x.lead.id, x.token) for x in leases])
-        assert all(result.ok for result in results)
-        done += len(leases)
-    return done
 
 
 async def test_the_cap_per_key_holds_in_what_the_cluster_commits(

@@ -12,7 +12,6 @@ import contextlib
 import time
 from collections import Counter, defaultdict
 
-import psycopg
 import pytest
 
 from app.domain.queue import Queue
@@ -20,7 +19,7 @@ from app.domain.report import report
 from app.store.pool import Database
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.model import NewLead
-from tests.citus.cluster import Cluster
+from tests.citus.cluster import Cluster, node_of
 from tests.support import leasing_of
 
 SESSIONS = 8
@@ -30,20 +29,6 @@ TTL_S = 5.0  # outlasts the outage; a lease it orphaned (its answer lost) comes 
 DEADLINE_S = 90.0
 
 
-def _node_of(database_url: str, sessions: list[str]) -> dict[str, int]:
-    """The port of the worker node that holds each session's shard."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        return {
-            session: port
-            for session, port in conn.execute(
-                "SELECT s, nodeport FROM unnest(%s::text[]) AS s, citus_shards"
-                " WHERE table_name = 'leads'::regclass"
-                " AND shardid = get_shard_id_for_distribution_column('leads', s)",
-                [sessions],
-            )
-        }
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("ledger", [False, True])
 async def test_a_stopped_worker_node_costs_only_its_sessions(
@@ -51,9 +36,9 @@ async def test_a_stopped_worker_node_costs_only_its_sessions(
 ) -> None:
     queue = Queue(db, ledger=ledger)
     sessions = [f"s{n}" for n in range(SESSIONS)]
-    node_of = _node_of(database_url, sessions)
+    nodes = node_of(database_url, sessions)
     stopped = citus_cluster.workers[0]
-    down = {session for session, port in node_of.items() if port == stopped.port}
+    down = {session for session, port in nodes.items() if port == stopped.port}
     assert down and len(down) < SESSIONS  # sessions on both nodes
     for session in sessions:
         await queue.push(session, [NewLead(payload={"n": n}) for n in range(PER_SESSION)])

@@ -18,6 +18,7 @@ from app.store.pool import Database
 from leaseq import push_in
 from leaseq.errors import LeaseLost
 from leaseq.model import CompleteItem, NewLead, SessionSettings
+from tests.citus.cluster import node_of
 from tests.support import T0, at, leasing_of
 
 
@@ -208,17 +209,7 @@ async def test_workers_over_sessions_on_both_nodes_lease_each_lead_once(
     """16 workers of two API processes over 20 sessions, whose shards lie on both worker
     nodes: every lead leased and completed once, the ledger of each session clean."""
     sessions = [f"s{n}" for n in range(SESSIONS)]
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        nodes = {
-            node
-            for (node,) in conn.execute(
-                "SELECT DISTINCT nodeport FROM citus_shards WHERE table_name = 'leads'::regclass"
-                " AND shardid IN (SELECT get_shard_id_for_distribution_column('leads', s)"
-                " FROM unnest(%s::text[]) AS s)",
-                [sessions],
-            )
-        }
-    assert len(nodes) == 2  # the sessions' shards are on both workers
+    assert len(set(node_of(database_url, sessions).values())) == 2  # on both workers
     for session in sessions:
         await queue.push(session, [NewLead(payload={"n": n}) for n in range(PER_SESSION)])
     async with Database.from_settings(settings, database_url) as other_db:
