@@ -1,10 +1,12 @@
 """Flow control's price: a lease in a session capped per key, beside a plain session.
 
-A lease and its completion, one after the other over one pool, in three sessions of
+A lease and its completion, one after the other over one pool, in four sessions of
 the same database: ``plain`` (no settings row), ``paused-beside`` (a paused session's
-neighbour: the statement every plain lease runs, with its pause probe), and ``keyed``
+neighbour: the statement every plain lease runs, with its pause probe), ``keyed``
 (``max_leased_per_key`` 2 over 10,000 keys, five leads each: the lease under the
-session's lock that counts its leased leads per key). Figures in ``results/flow.json``.
+session's lock that counts its leased leads per key), and ``keyed-full`` (the same, but
+2,000 keys are at their cap and their 6,000 other leads come first in leasing order: the
+claim passes over them). Figures in ``results/flow.json``.
 
 `python -m bench.flow --calls 1000`
 """
@@ -32,7 +34,10 @@ RESULTS = Path(__file__).parent / "results"
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 KEYS = 10_000
 PER_KEY = 5
+FULL_KEYS = 2_000  # in keyed-full: held at their cap through the run
+CAP = 2
 WARM = 50
+SESSIONS = ("plain", "paused-beside", "keyed", "keyed-full")
 
 
 def fill(url: str, plain: int) -> None:
@@ -42,6 +47,12 @@ def fill(url: str, plain: int) -> None:
             "INSERT INTO leads (session, payload, concurrency_key) "
             "SELECT 'keyed', '{}', 'k' || (i %% %s) FROM generate_series(0, %s - 1) AS i",
             (KEYS, KEYS * PER_KEY),
+        )
+        # keyed-full: each key's leads one after the other, so the full keys' come first
+        conn.execute(
+            "INSERT INTO leads (session, payload, concurrency_key) "
+            "SELECT 'keyed-full', '{}', 'k' || (i / %s) FROM generate_series(0, %s - 1) AS i",
+            (PER_KEY, KEYS * PER_KEY),
         )
         for session in ("plain", "paused-beside"):
             conn.execute(
@@ -55,10 +66,14 @@ async def leases(url: str, calls: int) -> dict[str, list[float]]:
     db = Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=2)
     queue = Queue(db)
     try:
-        await queue.put_settings("keyed", SessionSettings(max_leased_per_key=2))
+        for keyed in ("keyed", "keyed-full"):
+            await queue.put_settings(keyed, SessionSettings(max_leased_per_key=CAP))
         await queue.pause("paused")
         leasing = common.leasing_of(queue)
-        took: dict[str, list[float]] = {"plain": [], "paused-beside": [], "keyed": []}
+        held = 0
+        while held < FULL_KEYS * CAP:  # the first keys of keyed-full to their cap
+            held += len(await leasing.lease_next("keyed-full", "b", max=100, ttl_s=3600))
+        took: dict[str, list[float]] = {session: [] for session in SESSIONS}
         for i in range(WARM + calls):
             for session, samples in took.items():
                 started = time.perf_counter()
@@ -85,7 +100,8 @@ def run(server_url: str, calls: int) -> dict[str, Any]:
     return {
         "keys": KEYS,
         "leads_per_key": PER_KEY,
-        "max_leased_per_key": 2,
+        "max_leased_per_key": CAP,
+        "keys_full_in_keyed_full": FULL_KEYS,
         "lease": {
             session: {
                 "calls": len(samples),

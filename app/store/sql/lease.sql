@@ -1288,16 +1288,15 @@ due AS (
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (
+    SELECT ranked.id, ranked.priority FROM (
         SELECT candidates.*, row_number() OVER (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ) AS ranked
-    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
-       OR nth + coalesce((SELECT n FROM keys_held AS k
-                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
-          <= (SELECT max_leased_per_key FROM settings)
-    ORDER BY priority DESC, id
+    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
+    WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY ranked.priority DESC, ranked.id
     LIMIT (SELECT n FROM allowance)
 ),
 numbered AS (
@@ -1410,16 +1409,15 @@ due AS (
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id, priority FROM (
+    SELECT ranked.id, ranked.priority FROM (
         SELECT candidates.*, row_number() OVER (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ) AS ranked
-    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
-       OR nth + coalesce((SELECT n FROM keys_held AS k
-                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
-          <= (SELECT max_leased_per_key FROM settings)
-    ORDER BY priority DESC, id
+    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
+    WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY ranked.priority DESC, ranked.id
     LIMIT (SELECT n FROM allowance)
 ),
 numbered AS (

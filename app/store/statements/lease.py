@@ -384,17 +384,17 @@ _KEYS_HELD = """keys_held AS (
 _KEY_HAS_ROOM = """AND (concurrency_key IS NULL OR concurrency_key NOT IN (
         SELECT concurrency_key FROM keys_held
         WHERE n >= (SELECT max_leased_per_key FROM settings)))"""
-# ... and takes, of each key, no more than the room left under the cap.
-_KEYED_PICK = f"""SELECT id, priority FROM (
+# ... and takes, of each key, no more than the room left under the cap (a join with the
+# keys held, not a probe of them per candidate: that would read every held key each time).
+_KEYED_PICK = f"""SELECT ranked.id, ranked.priority FROM (
         SELECT candidates.*, row_number() OVER (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM {_CANDIDATES}
     ) AS ranked
-    WHERE concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
-       OR nth + coalesce((SELECT n FROM keys_held AS k
-                          WHERE k.concurrency_key = ranked.concurrency_key), 0)
-          <= (SELECT max_leased_per_key FROM settings)
-    ORDER BY priority DESC, id
+    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
+    WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+       OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
+    ORDER BY ranked.priority DESC, ranked.id
     LIMIT {{limit}}"""
 
 
