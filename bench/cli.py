@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench import common, contenders, scale
+from bench import citus, common, contenders, scale
 from bench.contenders import Contender, RunResult
 from bench.service import checkout_head
 
@@ -348,6 +348,12 @@ def run(
         1_000_000, "--scale-leads", help="largest queue of the scale table"
     ),
     scale_only: bool = typer.Option(False, "--scale-only", help="only the scale table"),
+    with_citus: bool = typer.Option(
+        False,
+        "--citus/--no-citus",
+        help="also the core on a Citus cluster beside one PostgreSQL (bench/citus.py)",
+    ),
+    citus_only: bool = typer.Option(False, "--citus-only", help="only the Citus table"),
     name: str = typer.Option("", "--name", help="results file name (default: bench-<time>)"),
     before: Path | None = typer.Option(
         None,
@@ -366,8 +372,8 @@ def run(
         for c in contenders.all_contenders()
         if (not only or any(o in c.name for o in only)) and not any(x in c.name for x in skip)
     ]
-    if scale_only:
-        chosen, with_scale = [], True
+    if scale_only or citus_only:
+        chosen, with_scale, with_citus = [], scale_only, with_citus or citus_only
     elif not chosen:
         raise typer.BadParameter(f"no contender matches --only {only} and --skip {skip}")
     if before is not None:
@@ -401,6 +407,7 @@ def run(
     templates = common.Templates(database_url)
     started = time.monotonic()
     scale_rows: list[dict[str, Any]] = []
+    on_citus: dict[str, Any] | None = None
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = RESULTS / f"{name or 'bench-' + stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -444,6 +451,10 @@ def run(
                 progress.update(bar, description="scale table")
                 template = templates.get("leaseq", lambda url: contenders.install("leaseq", url))
                 scale_rows = scale.measure(database_url, template, scale_leads, console)
+            if with_citus:
+                progress.update(bar, description="on a Citus cluster")
+                w = 4 if 4 in workers else workers[-1]
+                on_citus = citus.measure(database_url, leads, w, progress.console)
     finally:
         templates.close()
     rows = summarize(results, chosen, workers)
@@ -460,6 +471,9 @@ def run(
     if pairs:
         console.print()
         console.print(before_and_after_markdown(pairs), markup=False)
+    if on_citus is not None:
+        console.print()
+        console.print(citus.markdown(on_citus), markup=False)
     for t in met:
         console.print(f"{_verdict(t['met']):<12}  {t['target']}  {t['figures']}", markup=False)
     document = {
@@ -481,6 +495,7 @@ def run(
         "summary": rows,
         "targets": met,
         "scale": scale_rows,
+        "citus": on_citus,
         "before_and_after": pairs,
         "runs": [asdict(r) for r in results],
     }
@@ -490,6 +505,8 @@ def run(
         tables.append(before_and_after_markdown(pairs))
     if scale_rows:
         tables.append(scale.markdown(scale_rows))
+    if on_citus is not None:
+        tables.append(citus.markdown(on_citus))
     if rows:
         tables.append(targets_markdown(met))
     tables.append(load_markdown(results, load_start, os.getloadavg()))

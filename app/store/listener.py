@@ -21,6 +21,14 @@ every ``poll_interval_s`` (NOTIFY is lost behind a transaction-mode pooler,
 and a delayed push sends none when it becomes available), and the listener
 reconnects by itself with backoff, waking everyone after each (re)connect.
 
+On a Citus cluster a statement's ``pg_notify`` runs on the node that runs the
+statement: a release, a sweep or a completion notifies on the worker node
+holding its session's shard. So the listener LISTENs on every other primary
+node too (``pg_dist_node``, read at each connect and at every idle check),
+over the same URL with that node's host and port; a node it cannot reach is
+retried with backoff like the first connection, and waiters poll meanwhile.
+On one PostgreSQL there are no other nodes.
+
 LISTEN is session state: behind a pooler in transaction mode it would stay on
 whichever server connection ran it, and its notifications would reach other
 clients. So the listener only ever connects to a direct URL
@@ -46,7 +54,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from contextlib import asynccontextmanager
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from app import metrics
 from app.store.pool import libpq_url
@@ -58,6 +66,14 @@ log = logging.getLogger("leaseq.listener")
 BACKOFF_FIRST_S = 0.2
 BACKOFF_MAX_S = 5.0
 IDLE_CHECK_S = 30.0  # with no notification for this long, prove the connection alive
+# The other primary nodes of a Citus cluster, where statements run and notify (none on one
+# PostgreSQL: the catalog is Citus's).
+CITUS_CATALOG = "SELECT to_regclass('pg_catalog.pg_dist_node') IS NOT NULL"
+OTHER_NODES = """SELECT nodename, nodeport FROM pg_catalog.pg_dist_node
+WHERE isactive AND noderole = 'primary'
+  AND groupid <> (SELECT groupid FROM pg_catalog.pg_dist_local_group)
+ORDER BY nodeid"""
+CHANNELS = (NOTIFY_CHANNEL, TOKENS_CHANNEL, ENDED_CHANNEL)
 # TCP keepalives, so a peer that vanished without a word is noticed within a minute.
 KEEPALIVES: dict[str, int] = {
     "keepalives": 1,
@@ -132,6 +148,8 @@ class Listener:
         self._waiters = 0
         self.closed = False
         self.connected = False
+        self._nodes: dict[str, asyncio.Task[None]] = {}  # the other nodes', by conninfo
+        self._nodes_connected: set[str] = set()
 
     @property
     def waiters(self) -> int:
@@ -233,6 +251,16 @@ class Listener:
         """False when there is no direct connection to LISTEN on: waiters only poll."""
         return self._conninfo is not None
 
+    @property
+    def nodes(self) -> list[str]:
+        """The other nodes followed (``host:port``; a Citus cluster's), LISTENing or trying."""
+        return sorted(_node_name(conninfo) for conninfo in self._nodes)
+
+    @property
+    def everywhere(self) -> bool:
+        """LISTENing on the database and on every other node known of it."""
+        return self.connected and self._nodes_connected == set(self._nodes)
+
     async def run(self) -> None:
         """LISTEN until cancelled, reconnecting with backoff; never raises but CancelledError.
 
@@ -246,6 +274,16 @@ class Listener:
                 self.poll_interval_s,
             )
             return
+        try:
+            await self._follow(conninfo, main=True)
+        finally:
+            nodes = list(self._nodes.values())
+            self._follow_nodes([])
+            await asyncio.gather(*nodes, return_exceptions=True)
+
+    async def _follow(self, conninfo: str, *, main: bool) -> None:
+        """LISTEN on one node until closed, reconnecting with backoff; on the ``main`` one
+        (the database URL's), also follow the cluster's other nodes."""
         backoff = BACKOFF_FIRST_S
         while not self.closed:
             try:
@@ -254,31 +292,72 @@ class Listener:
                 )
                 try:
                     async with asyncio.timeout(self.connect_timeout_s):
-                        await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                        await conn.execute(f"LISTEN {TOKENS_CHANNEL}")
-                        await conn.execute(f"LISTEN {ENDED_CHANNEL}")
-                    self.connected = True
-                    if self.on_token_revoked is not None:
-                        self.on_token_revoked(None)
+                        for channel in CHANNELS:
+                            await conn.execute(f"LISTEN {channel}")
+                        if main:
+                            await self._find_nodes(conn)
+                    if main:
+                        self.connected = True
+                        if self.on_token_revoked is not None:
+                            self.on_token_revoked(None)
+                    else:
+                        self._nodes_connected.add(conninfo)
                     backoff = BACKOFF_FIRST_S
                     log.info(
-                        "listening on %s, %s and %s", NOTIFY_CHANNEL, ENDED_CHANNEL, TOKENS_CHANNEL
+                        "listening on %s, %s and %s%s",
+                        *CHANNELS,
+                        "" if main else f" on node {_node_name(conninfo)}",
                     )
                     self.wake_all()  # whatever was pushed while we were away
-                    await self._listen(conn)
+                    await self._listen(conn, main=main)
                 finally:
-                    self.connected = False
+                    if main:
+                        self.connected = False
+                    self._nodes_connected.discard(conninfo)
                     await conn.close()
             except Exception as exc:  # any failure: log, back off, reconnect
                 log.warning(
-                    "listener connection failed: %s; retrying in %.1fs", first_line(exc), backoff
+                    "listener connection%s failed: %s; retrying in %.1fs",
+                    "" if main else f" to node {_node_name(conninfo)}",
+                    first_line(exc),
+                    backoff,
                 )
             if self.closed:
                 return
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    async def _listen(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    async def _find_nodes(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+        """Follow the other nodes ``conn``'s catalog names (a Citus cluster's), and only those.
+
+        A catalog it may not read (a role without the right) leaves the nodes as they were,
+        with a warning: waiters on the others' shards then wake at their poll. A connection
+        that fails raises (the caller reconnects)."""
+        try:
+            [citus] = await (await conn.execute(CITUS_CATALOG)).fetchall()
+            nodes = await (await conn.execute(OTHER_NODES)).fetchall() if citus[0] else []
+        except psycopg.OperationalError:
+            raise
+        except psycopg.DatabaseError as exc:
+            log.warning("cannot read the cluster's nodes to LISTEN there: %s", first_line(exc))
+            return
+        assert self._conninfo is not None
+        self._follow_nodes([_on_node(self._conninfo, str(h), int(str(p))) for h, p in nodes])
+
+    def _follow_nodes(self, conninfos: list[str]) -> None:
+        """LISTEN on exactly ``conninfos`` besides the database: start the new, stop the gone."""
+        for gone in set(self._nodes) - set(conninfos):
+            self._nodes.pop(gone).cancel()
+            self._nodes_connected.discard(gone)
+        for conninfo in conninfos:
+            if conninfo not in self._nodes:
+                self._nodes[conninfo] = asyncio.create_task(
+                    self._follow(conninfo, main=False), name="leaseq-listener-node"
+                )
+
+    async def _listen(
+        self, conn: psycopg.AsyncConnection[tuple[object, ...]], *, main: bool
+    ) -> None:
         while not self.closed:
             async with contextlib.aclosing(conn.notifies(timeout=IDLE_CHECK_S)) as notifies:
                 async for notify in notifies:
@@ -290,4 +369,20 @@ class Listener:
                     else:
                         self.notified(notify.payload)
             async with asyncio.timeout(self.connect_timeout_s):
-                await conn.execute("SELECT 1")  # a silently dead connection fails here
+                if main:  # the nodes, read again: a silently dead connection fails here
+                    await self._find_nodes(conn)
+                else:
+                    await conn.execute("SELECT 1")
+
+
+def _on_node(conninfo: str, host: str, port: int) -> str:
+    """``conninfo`` with another node's host and port (and no ``hostaddr`` of the first)."""
+    params = conninfo_to_dict(conninfo)
+    params.pop("hostaddr", None)
+    params.update(host=host, port=str(port))
+    return make_conninfo("", **params)
+
+
+def _node_name(conninfo: str) -> str:
+    params = conninfo_to_dict(conninfo)
+    return f"{params.get('host')}:{params.get('port')}"

@@ -13,8 +13,6 @@ import asyncio
 import os
 import pwd
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -42,7 +40,7 @@ from tests.support.in_process import (
     until,
     waiters,
 )
-from tests.support.serving import ROOT, Services
+from tests.support.serving import Services, api_suite
 
 # The one API test that is about the direct connection: through a pooler the
 # statement_timeout comes from the pooler's connect_query, not from the pool's.
@@ -434,17 +432,6 @@ def test_the_api_suite_passes_through_pgbouncer(
     env[POOLER_FLAG_ENV] = "1" if flag == "pooled" else "0"
     # The default selection: the slow fuzzing of tests/api runs its own service on the
     # direct URL, so through the pooler it would only repeat itself.
-    deselect = [arg for test in DIRECT_ONLY for arg in ("--deselect", test)]
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/api", "-q", "-p", "no:cacheprovider", *deselect],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=850,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    assert " passed" in run.stdout and " failed" not in run.stdout
+    api_suite(env, DIRECT_ONLY, timeout_s=850)
     pooled = [r for r in pgbouncer.show("STATS") if str(r["database"]).startswith("leaseq_t_")]
     assert len(pooled) >= 20  # the apps' databases were reached through the pooler

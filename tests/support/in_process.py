@@ -56,9 +56,9 @@ async def until(check: Callable[[], bool | Awaitable[bool]], within_s: float = 5
 
 
 async def listening(client: httpx.AsyncClient) -> None:
-    """Wait until the app's LISTEN connection is up."""
+    """Wait until the app's LISTEN connections are up (on a Citus cluster, one per node)."""
     listener = runtime_of(client).listener
-    await until(lambda: listener.connected)
+    await until(lambda: listener.everywhere)
 
 
 async def waiters(client: httpx.AsyncClient, n: int) -> None:

@@ -86,10 +86,11 @@ async def proxied(database_url: str) -> AsyncIterator[tuple[Proxy, str]]:
     url = make_url(database_url)
     socket_folder = url.query.get("host")  # the embedded PostgreSQL listens on a Unix socket
     host = socket_folder if isinstance(socket_folder, str) else (url.host or "127.0.0.1")
-    proxy = Proxy(host, url.port or 5432)
+    port = url.port or int(str(url.query.get("port", 5432)))  # a socket's port: in the query
+    proxy = Proxy(host, port)
     await proxy.start()
     through = (
-        url.difference_update_query(["host"])  # the embedded server's socket folder
+        url.difference_update_query(["host", "port"])  # the embedded server's socket folder
         .set(host="127.0.0.1", port=proxy.port)
         .render_as_string(hide_password=False)
     )
