@@ -12,11 +12,13 @@ import contextlib
 import time
 from collections import Counter, defaultdict
 
+import psycopg
 import pytest
 
 from app.domain.queue import Queue
 from app.domain.report import report
 from app.store.pool import Database
+from leaseq import push_in
 from leaseq.errors import LeaseLost, Unavailable
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster, node_of
@@ -127,3 +129,31 @@ async def test_a_stopped_worker_node_costs_only_its_sessions(
         if ledger:  # written on each lead's shard, through the outage
             found = await report(queue, session)
             assert (found.completed, found.double_completions) == (PER_SESSION, 0), session
+
+
+@pytest.mark.slow
+def test_a_push_in_the_producers_transaction_needs_only_its_sessions_node(
+    database_url: str, citus_cluster: Cluster
+) -> None:
+    """``leaseq_push`` is one insert routed to its session's shard (revision 0017), its
+    ledger row written there: with the other worker node stopped it commits, and a push to
+    the stopped node's session fails alone."""
+    nodes = node_of(database_url, [f"s{n}" for n in range(SESSIONS)])
+    stopped = citus_cluster.workers[0]
+    up = next(session for session, port in nodes.items() if port != stopped.port)
+    down = next(session for session, port in nodes.items() if port == stopped.port)
+    citus_cluster.stop_node(stopped)
+    try:
+        with psycopg.connect(database_url) as conn:
+            lead_id = push_in(conn, up, {"n": 1})
+            conn.commit()
+            with pytest.raises(psycopg.OperationalError):
+                push_in(conn, down, {"n": 2})
+            conn.rollback()
+    finally:
+        citus_cluster.start_node(stopped)
+    with psycopg.connect(database_url) as conn:
+        found = conn.execute("SELECT id, session FROM leads").fetchall()
+        ledger = conn.execute("SELECT lead_id, event FROM lead_events").fetchall()
+    assert found == [(lead_id, up)]
+    assert ledger == [(lead_id, "pushed")]
