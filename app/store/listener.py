@@ -22,8 +22,8 @@ and a delayed push sends none when it becomes available), and the listener
 reconnects by itself with backoff, waking everyone after each (re)connect.
 
 On a Citus cluster a statement's ``pg_notify`` runs on the node that runs the
-statement: a release, a sweep or a completion notifies on the worker node
-holding its session's shard. So the listener LISTENs on every other primary
+statement: a release, a retry or a sweep notifies on the worker node holding
+its session's shard. So the listener LISTENs on every other primary
 node too (``pg_dist_node``, read at each connect and at every idle check),
 over the same URL with that node's host and port; a node it cannot reach is
 retried with backoff like the first connection, and waiters poll meanwhile.
