@@ -44,7 +44,7 @@ from app.store import migrate
 from app.store.pool import libpq_url
 from bench import common
 from bench.common import WorkerReport
-from bench.contenders import database
+from bench.contenders import database, merge
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster, citus_installed
 
@@ -103,12 +103,7 @@ async def drain_worker(
     finally:
         for db in dbs:
             await db.close()
-    merged = WorkerReport(finished_at=max(r.finished_at for r in reports))
-    for r in reports:
-        merged.lease_s += r.lease_s
-        merged.complete_s += r.complete_s
-        merged.done_ids += r.done_ids
-    return merged
+    return merge(reports)
 
 
 async def _push(url: str, sessions: list[str], leads: int) -> None:
@@ -131,9 +126,9 @@ async def _push(url: str, sessions: list[str], leads: int) -> None:
 
 def _postmaster(url: str) -> psutil.Process:
     """The postmaster of the server at ``url`` (the parent of a backend of ours)."""
-    with psycopg.connect(libpq_url(url)) as conn:
+    with psycopg.connect(libpq_url(url)) as conn:  # the backend lives while it is open
         [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
-    parent = psutil.Process(pid).parent()
+        parent = psutil.Process(pid).parent()
     assert parent is not None
     return parent
 
@@ -247,16 +242,16 @@ def model(one_door: dict[str, Any], everywhere: dict[str, Any]) -> dict[str, Any
     all_ms = sum(everywhere["node_cpu_ms_per_lead"].values())
     rows = []
     for k in (2, 4, 8, 16):
-        one = min(1000 * cores / coordinator_ms, 1000 * cores * k / workers_ms)
-        spread = 1000 * cores * (k + 1) / all_ms
+        coordinator_bound = 1000 * cores / coordinator_ms
+        workers_bound = 1000 * cores * k / workers_ms
         rows.append(
             {
                 "worker_nodes": k,
-                "one_door_per_s": round(one),
+                "one_door_per_s": round(min(coordinator_bound, workers_bound)),
                 "one_door_bound_by": "coordinator"
-                if 1000 * cores / coordinator_ms < 1000 * cores * k / workers_ms
+                if coordinator_bound < workers_bound
                 else "workers",
-                "every_node_a_door_per_s": round(spread),
+                "every_node_a_door_per_s": round(1000 * cores * (k + 1) / all_ms),
             }
         )
     return {

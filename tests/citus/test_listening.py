@@ -51,6 +51,11 @@ def one_session_per_node(citus_url: str) -> list[str]:
     return list(by_node.values())
 
 
+def ports_followed(client: httpx.AsyncClient) -> list[int]:
+    """The ports of the other nodes the app's listener follows."""
+    return [int(name.rpartition(":")[2]) for name in runtime_of(client).listener.nodes]
+
+
 async def leased(client: httpx.AsyncClient, session: str) -> tuple[int, str]:
     """A lead pushed to ``session`` and leased: its id and token."""
     pushed = await client.post(f"/sessions/{session}/leads", json={"leads": [{"payload": {}}]})
@@ -78,10 +83,8 @@ async def released_to_a_waiter(client: httpx.AsyncClient, session: str) -> tuple
 async def test_the_listener_follows_each_worker_node(
     client: httpx.AsyncClient, citus_cluster: Cluster
 ) -> None:
-    listener = runtime_of(client).listener
-    assert listener.everywhere
-    ports = sorted(node.port for node in citus_cluster.workers)
-    assert [int(name.rpartition(":")[2]) for name in listener.nodes] == ports
+    assert runtime_of(client).listener.everywhere
+    assert ports_followed(client) == sorted(node.port for node in citus_cluster.workers)
 
 
 async def test_a_release_on_a_worker_node_wakes_the_waiting_lease(
@@ -125,8 +128,7 @@ async def test_a_worker_node_is_a_door_too(citus_url: str, citus_cluster: Cluste
     async with serving(settings_of(door.url(database))) as client:
         await listening(client)
         others = sorted(node.port for node in citus_cluster.nodes if node is not door)
-        listener = runtime_of(client).listener
-        assert [int(name.rpartition(":")[2]) for name in listener.nodes] == others
+        assert ports_followed(client) == others
         sessions = one_session_per_node(citus_url)
         for session in sessions:
             lead_id, token = await released_to_a_waiter(client, session)
