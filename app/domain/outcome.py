@@ -5,8 +5,9 @@ listener (``app.store.listener.Listener.waiting_for``), writes a watch and
 then reads the lead (``app.store.statements.outcomes``: the watch makes a statement
 that ends the lead send a NOTIFY at all), and sleeps until the
 notification naming it wakes it, or ``poll_interval_s`` passes (a
-notification may be lost: behind a pooler without a direct URL, on a Citus
-cluster, in the instant a watch is written), then reads it again. The
+notification may be lost: behind a pooler without a direct URL, in the instant a
+watch is written; a dependent failed by its parent on a Citus cluster sends none),
+then reads it again. The
 watches of the waits that begin (or end) while one such statement runs go
 together in the next (``app.store.group_commit``), so 500 requests that begin
 waiting at once cost a few statements, not 500.

@@ -313,6 +313,13 @@ class Queue:
         trigger that writes the ledger on the lead's shard (a Citus cluster: revision 0016)."""
         return self.ledger and self.sharded
 
+    @property
+    def notify_ended(self) -> bool:
+        """Whether a statement that ends leads sends the NOTIFY of the watched ones itself
+        (``statements.ended_notice``): on a cluster, where no trigger does (docs/scaling.md,
+        "Outcome waits on a cluster")."""
+        return self.sharded
+
     async def _rows(self, query: str, params: Mapping[str, Any]) -> list[Row]:
         """The one way the queue's own statements reach the pool (tests watch them here)."""
         return await self.db.rows(query, params)
@@ -707,6 +714,7 @@ class Queue:
                 now=route.now,
                 ledger=self.ledger_in_statement,
                 ledger_by_row=self.ledger_by_row,
+                notify_ended=self.notify_ended,
                 lean=lean,
                 skip_locked=skipping,
                 routed=route.session is not None,
@@ -769,6 +777,7 @@ class Queue:
                 now=now,
                 ledger=self.ledger_in_statement,
                 ledger_by_row=self.ledger_by_row,
+                notify_ended=self.notify_ended,
                 routed=route.session is not None,
             )
         )
@@ -802,6 +811,7 @@ class Queue:
             now=now,
             ledger=self.ledger_in_statement,
             ledger_by_row=self.ledger_by_row,
+            notify_ended=self.notify_ended,
             scoped=session is not None,
         )
         requeued, failed = await in_batches(
@@ -892,6 +902,7 @@ class Queue:
                 now=now,
                 ledger=self.ledger_in_statement,
                 ledger_by_row=self.ledger_by_row,
+                notify_ended=self.notify_ended,
             ),
             "terminal",
         )

@@ -216,6 +216,7 @@ class SessionLeases:
             now=now,
             ledger=self.queue.ledger_in_statement,
             ledger_by_row=self.queue.ledger_by_row,
+            notify_ended=self.queue.notify_ended,
             keyed=key is not None,
             routed=self.queue.sharded and lease_tokens.session_of(item.token) == session,
             key=key,

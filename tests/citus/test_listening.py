@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
+from app.store.statements import ENDED_CHANNEL
 from tests.citus.cluster import Cluster, node_of
 from tests.support.in_process import listening, runtime_of, serving, until, waiters
 
 SESSIONS = [f"s{i}" for i in range(8)]
+Task = asyncio.Task[httpx.Response]
 
 
 def settings_of(database_url: str, poll_interval_s: float = 60) -> Settings:
@@ -94,29 +99,132 @@ async def test_a_release_on_a_worker_node_wakes_the_waiting_lease(
         await released_to_a_waiter(client, session)
 
 
-async def test_a_wait_for_an_outcome_ends_at_its_poll_on_a_cluster(citus_url: str) -> None:
-    """No notification of an ended lead on a cluster (docs/scaling.md, "Long polls on a
-    cluster"): the wait ends at its poll. The release that ends a watched lead on its last
-    attempt runs before the queue knows it is sharded, so on every shard of both workers:
-    it commits (two-phase), where a notification from a shard's trigger would have failed
-    it."""
+def watches(citus_url: str) -> int:
+    """The rows of ``lead_waits`` (a reference table): the waits written."""
+    with psycopg.connect(citus_url, autocommit=True) as conn:
+        [(found,)] = conn.execute("SELECT count(*) FROM lead_waits").fetchall()
+    return int(found)
+
+
+async def watched(client: httpx.AsyncClient, citus_url: str, lead_ids: list[int]) -> list[Task]:
+    """A wait for the outcome of each lead (20 s), once each wait's watch is written."""
+    before = watches(citus_url)
+    waits = [asyncio.create_task(client.get(f"/leads/{i}?wait_s=20")) for i in lead_ids]
+    await until(lambda: watches(citus_url) >= before + len(lead_ids), within_s=10)
+    return waits
+
+
+async def ended(waits: list[Task]) -> list[dict[str, Any]]:
+    """The leads the waits answered: well within their 20 s, so a NOTIFY woke them."""
+    answers = await asyncio.wait_for(asyncio.gather(*waits), timeout=10)
+    return [answer.json() for answer in answers]
+
+
+async def pushed(client: httpx.AsyncClient, session: str, n: int = 1, **lead: Any) -> list[int]:
+    answer = await client.post(
+        f"/sessions/{session}/leads", json={"leads": [{"payload": {}, **lead}] * n}
+    )
+    assert answer.status_code == 201, answer.text
+    return list(answer.json()["ids"])
+
+
+async def lease(client: httpx.AsyncClient, session: str, **body: Any) -> dict[str, Any]:
+    answer = await client.post("/lease", json={"session": session, "owner": "w", **body})
+    [leased] = answer.json()["leases"]
+    return dict(leased)
+
+
+async def test_each_way_a_lead_ends_wakes_its_waiter_on_each_node(
+    client: httpx.AsyncClient, citus_url: str
+) -> None:
+    """With the slow poll off, a wait for an outcome ends at the NOTIFY that the statement
+    ending its lead sends on the lead's node (docs/scaling.md, "Outcome waits on a
+    cluster"): a completion, a completion with ``next``, a release on the last attempt, a
+    cancel (a statement on every shard) and a sweep on the last attempt."""
+    queue = runtime_of(client).queue
+    assert queue.sharded and queue.notify_ended  # learned by the boot recovery
+    for session in one_session_per_node(citus_url):
+        first, second, third, fourth, fifth = await pushed(client, session, 5, max_attempts=1)
+        leases = [await lease(client, session) for _ in range(3)]
+        assert [one["lead"]["id"] for one in leases] == [first, second, third]
+        waits = await watched(client, citus_url, [first, second, third, fourth])
+        done = await client.post(
+            "/complete", json={"lead_id": first, "token": leases[0]["token"], "result": {}}
+        )
+        assert done.status_code == 200, done.text
+        chained = await client.post(
+            "/complete",
+            json={
+                "lead_id": second,
+                "token": leases[1]["token"],
+                "next": {"session": session, "owner": "w"},
+            },
+        )
+        assert chained.status_code == 200, chained.text
+        [next_lease] = chained.json()["leases"]
+        assert next_lease["lead"]["id"] == fourth
+        released = await client.post(
+            "/release", json={"lead_id": third, "token": leases[2]["token"]}
+        )
+        assert released.status_code == 200, released.text
+        cancelled = await client.post(f"/leads/{fourth}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        answers = await ended(waits)
+        assert [a["status"] for a in answers] == ["done", "done", "failed", "failed"]
+        assert answers[3]["error"] == "cancelled"
+        [swept] = await watched(client, citus_url, [fifth])
+        short = await client.post("/lease", json={"session": session, "owner": "w", "ttl_s": 1})
+        assert short.json()["leases"][0]["lead"]["id"] == fifth
+        result = await queue.sweep_all(now=datetime.now(UTC) + timedelta(minutes=5))
+        assert result.failed == 1
+        [expired] = await ended([swept])
+        assert expired["status"] == "failed"
+
+
+async def test_a_batch_across_nodes_ends_watched_leads_and_wakes_their_waiters(
+    client: httpx.AsyncClient, citus_url: str
+) -> None:
+    """One batch of completions with leases on both workers is one statement across nodes,
+    committed with two-phase commit: its NOTIFY is sent by the door, so it commits (a NOTIFY
+    on a prepared node would fail it) and wakes both waiters."""
     sessions = one_session_per_node(citus_url)
-    async with serving(settings_of(citus_url, poll_interval_s=0.2)) as client:
-        listener = runtime_of(client).listener
-        for session, end in zip(sessions, ("release", "complete"), strict=True):
-            pushed = await client.post(
-                f"/sessions/{session}/leads", json={"leads": [{"payload": {}, "max_attempts": 1}]}
-            )
-            [lead_id] = pushed.json()["ids"]
-            [lease] = (await client.post("/lease", json={"session": session, "owner": "w"})).json()[
-                "leases"
-            ]
-            waiting = asyncio.create_task(client.get(f"/leads/{lead_id}?wait_s=20"))
-            await until(lambda: listener.outcome_waiters >= 1)
-            ended = await client.post(f"/{end}", json={"lead_id": lead_id, "token": lease["token"]})
-            assert ended.status_code == 200, ended.text
-            answer = await asyncio.wait_for(waiting, timeout=15)
-            assert answer.json()["status"] == ("failed" if end == "release" else "done")
+    leases = []
+    for session in sessions:
+        await pushed(client, session)
+        leases.append(await lease(client, session))
+    waits = await watched(client, citus_url, [one["lead"]["id"] for one in leases])
+    batch = await client.post(
+        "/complete/batch",
+        json={"items": [{"lead_id": one["lead"]["id"], "token": one["token"]} for one in leases]},
+    )
+    assert batch.status_code == 200, batch.text
+    assert [a["status"] for a in await ended(waits)] == ["done", "done"]
+
+
+async def test_a_completion_notifies_only_when_someone_waits_on_a_cluster(
+    client: httpx.AsyncClient, citus_url: str, citus_cluster: Cluster
+) -> None:
+    """No NOTIFY of ended leads from the node of a session while no one waits; with a wait,
+    one per statement, naming the watched lead."""
+    database = make_url(citus_url).database
+    assert database is not None
+    ports = node_of(citus_url, SESSIONS)
+    for session in one_session_per_node(citus_url):
+        [node] = [node for node in citus_cluster.workers if node.port == ports[session]]
+        with psycopg.connect(node.url(database), autocommit=True) as listen:
+            listen.execute(f"LISTEN {ENDED_CHANNEL}")
+            unwatched, watched_id = await pushed(client, session, 2)
+            alone = await lease(client, session)
+            done = {"lead_id": unwatched, "token": alone["token"]}
+            assert (await client.post("/complete", json=done)).status_code == 200
+            assert list(listen.notifies(timeout=0.3)) == []
+            waiting = await watched(client, citus_url, [watched_id])
+            seen = await lease(client, session)
+            done = {"lead_id": watched_id, "token": seen["token"]}
+            assert (await client.post("/complete", json=done)).status_code == 200
+            await ended(waiting)
+            [notice] = list(listen.notifies(timeout=0.5))
+            assert notice.payload == str(watched_id)
 
 
 async def test_a_worker_node_is_a_door_too(citus_url: str, citus_cluster: Cluster) -> None:

@@ -29,6 +29,7 @@ from app.store import migrate, schema, statements
 from app.store.pool import Database, libpq_url
 from app.store.statements import text
 from app.store.statements.fragments import DB_CLOCK
+from app.store.statements.outcomes import ended_notice
 from leaseq.model import NewLead, SessionSettings
 from tests.deploy.compose import ROOT
 from tests.support import leasing_of
@@ -166,6 +167,7 @@ PARAMETERS: dict[str, Any] = {
     "result": None,
     "error": None,
     "ledger_by_row": False,
+    "notify_ended": True,  # as on a cluster: the statement joins lead_waits, still routed
 }
 
 
@@ -211,6 +213,9 @@ def test_every_statement_is_classified() -> None:
 def test_lead_scoped_statements_touch_leads_by_id_only(name: str) -> None:
     variants = statements.REGISTRY[name].variants
     statement = text(name, **{variant: variant == "ledger" for variant in variants})
+    # The NOTIFY of the leads it ended reads the statement's own rows, not leads.
+    for source in re.findall(r"(\w+) AS \(\n", statement):
+        statement = statement.replace(ended_notice(source), "")
     where = re.findall(r"WHERE ([^\n]*)", statement)
     assert where and all(re.search(r"\bl?\.?id = (%\(lead_id\)s|req\.lead_id)", w) for w in where)
 

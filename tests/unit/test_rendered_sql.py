@@ -59,8 +59,15 @@ def test_a_builder_returns_its_text_and_parameters() -> None:
     }
     swept = statements.sweep(limit=10, now=None, ledger=False, scoped=False)
     # ledger_by_row: on a Citus cluster the ledger's row trigger writes the row (the default:
-    # not, the statement's own CTE, when the ledger is on)
-    assert swept.params == {"session": None, "limit": 10, "now": "now", "ledger_by_row": False}
+    # not, the statement's own CTE, when the ledger is on); notify_ended: on a cluster the
+    # statement sends the NOTIFY of the watched leads it ended (the default: the trigger does)
+    assert swept.params == {
+        "session": None,
+        "limit": 10,
+        "now": "now",
+        "ledger_by_row": False,
+        "notify_ended": False,
+    }
 
 
 def test_no_module_outside_the_store_writes_placeholders() -> None:

@@ -228,7 +228,7 @@ WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
 -- as it is and named, with every item of it, in ``busy`` (``busy_answer``). ``routed``:
 -- every lease is of ``session``, as in ``renew_many``.
 --
--- parameters: errors, ids, results, statuses, tokens, session, now, ledger_by_row
+-- parameters: errors, ids, results, statuses, tokens, session, now, ledger_by_row, notify_ended
 
 -- name: complete_many (ledger=True, lean=True, skip_locked=True, routed=True)
 WITH input AS (
@@ -257,7 +257,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT item, busy.items AS busy FROM (
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -293,7 +299,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT item, busy.items AS busy FROM (
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -324,7 +336,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT item FROM completed;
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=True, lean=True, skip_locked=False, routed=False)
 WITH input AS (
@@ -348,7 +366,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT item FROM completed;
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=True, lean=False, skip_locked=True, routed=True)
 WITH input AS (
@@ -377,7 +401,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -413,7 +443,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -444,7 +480,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=True, lean=False, skip_locked=False, routed=False)
 WITH input AS (
@@ -468,7 +510,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=False, lean=True, skip_locked=True, routed=True)
 WITH input AS (
@@ -493,7 +541,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT item, busy.items AS busy FROM (
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -525,7 +579,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT item, busy.items AS busy FROM (
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -552,7 +612,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT item FROM completed;
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=False, lean=True, skip_locked=False, routed=False)
 WITH input AS (
@@ -572,7 +638,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT item FROM completed;
+SELECT item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=False, lean=False, skip_locked=True, routed=True)
 WITH input AS (
@@ -597,7 +669,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -629,7 +707,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, busy.items AS busy FROM (
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified, busy.items AS busy FROM (
     SELECT array(
         SELECT req.ord - 1 FROM input AS req
         WHERE req.lead_id NOT IN (SELECT id FROM locked)
@@ -656,7 +740,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- name: complete_many (ledger=False, lean=False, skip_locked=False, routed=False)
 WITH input AS (
@@ -676,7 +766,13 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*, req.ord - 1 AS item
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item FROM completed;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, item, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM completed;
 
 -- ========================================================================================
 -- completed_already
@@ -720,7 +816,7 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
 -- of ``session`` (its token's), as in ``renew_many``.
 --
--- parameters: delay_s, error, lead_id, token, throttle_s, session, now, ledger_by_row
+-- parameters: delay_s, error, lead_id, token, throttle_s, session, now, ledger_by_row, notify_ended
 
 -- name: release (ledger=True, routed=True)
 WITH req AS (
@@ -757,7 +853,14 @@ ledger AS (
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified,
+       (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM released AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM released;
 
 -- name: release (ledger=True, routed=False)
@@ -795,7 +898,14 @@ ledger AS (
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified,
+       (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM released AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM released;
 
 -- name: release (ledger=False, routed=True)
@@ -829,7 +939,14 @@ throttled AS (
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified,
+       (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM released AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM released;
 
 -- name: release (ledger=False, routed=False)
@@ -863,7 +980,14 @@ throttled AS (
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified
+            THEN pg_notify('leaseq_queued', session || ' 1') IS NULL END AS notified,
+       (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM released AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM released;
 
 -- ========================================================================================
@@ -875,7 +999,7 @@ FROM released;
 -- completion; the UPDATE re-checks status and expiry so a lease completed
 -- just before is never moved back (River #1302).
 --
--- parameters: session, limit, now, ledger_by_row
+-- parameters: session, limit, now, ledger_by_row, notify_ended
 
 -- name: sweep (ledger=True, scoped=True)
 WITH expired AS (
@@ -908,7 +1032,14 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
      FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
-         AS s) AS notified
+         AS s) AS notified,
+    (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM swept AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM swept;
 
 -- name: sweep (ledger=True, scoped=False)
@@ -942,7 +1073,14 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
      FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
-         AS s) AS notified
+         AS s) AS notified,
+    (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM swept AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM swept;
 
 -- name: sweep (ledger=False, scoped=True)
@@ -972,7 +1110,14 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
      FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
-         AS s) AS notified
+         AS s) AS notified,
+    (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM swept AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM swept;
 
 -- name: sweep (ledger=False, scoped=False)
@@ -1002,7 +1147,14 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     (SELECT count(pg_notify('leaseq_queued', s.session || ' ' || s.n))
      FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
-         AS s) AS notified
+         AS s) AS notified,
+    (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM swept AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM swept;
 
 -- ========================================================================================
@@ -1010,7 +1162,7 @@ FROM swept;
 --
 -- An operator fails a queued or leased lead; its holder's next renew or complete loses.
 --
--- parameters: lead_id, now, ledger_by_row
+-- parameters: lead_id, now, ledger_by_row, notify_ended
 
 -- name: cancel (ledger=True)
 WITH cancelled AS (
@@ -1024,7 +1176,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'cancelled', status, attempts, owner, %(now)s::timestamptz, NULL FROM cancelled
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM cancelled AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM cancelled;
 
 -- name: cancel (ledger=False)
 WITH cancelled AS (
@@ -1034,7 +1192,13 @@ WITH cancelled AS (
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 )
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM cancelled;
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM cancelled AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM cancelled;
 
 -- ========================================================================================
 -- retry

@@ -323,7 +323,7 @@ ORDER BY priority DESC, id;
 -- ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
 -- whole statement runs on that session's shard.
 --
--- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, key, request
+-- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, request
 
 -- name: complete_and_lease (ledger=True, keyed=True, routed=True)
 WITH paused AS (
@@ -409,7 +409,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -504,7 +510,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -588,7 +600,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
     SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
@@ -670,7 +688,13 @@ ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
     SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
@@ -755,7 +779,13 @@ remembered AS (
     FROM leased
     HAVING count(*) > 0
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -842,7 +872,13 @@ remembered AS (
     FROM leased
     HAVING count(*) > 0
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
              (SELECT answer FROM known) AS known_answer) AS gate
@@ -918,7 +954,13 @@ leased AS (
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
     SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
@@ -992,7 +1034,13 @@ leased AS (
     WHERE l.id = numbered.id AND l.session = %(session)s
     RETURNING l.*
 )
-SELECT answered.*, gate.*
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
 LEFT JOIN (
     SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed

@@ -33,10 +33,11 @@ spans AS (
 ),
 -- Completions counted per lead between an operator's retries: failed, retried
 -- and completed again is a dead-letter replay (docs/contract.md#invariant-4), not a double.
+-- In the order of the events' instants, then ids (ids alone may not follow a shard move).
 epochs AS (
     SELECT lead_id, event,
            count(*) FILTER (WHERE event = 'retried')
-               OVER (PARTITION BY lead_id ORDER BY id) AS epoch
+               OVER (PARTITION BY lead_id ORDER BY at, id) AS epoch
     FROM ev
 ),
 completions AS (

@@ -1,7 +1,9 @@
 """A lead's life after its lease: push, renew, complete, release, sweep, the operator's
 verbs (cancel, retry, the replay of a session's dead letters), prune and the read by id.
 
-``app.domain.queue`` runs them.
+``app.domain.queue`` runs them. Those that may end a lead (``complete_many``, ``release``,
+``sweep``, ``cancel``, and ``complete_and_lease`` of ``lease``) take ``notify_ended``: they
+then send the NOTIFY of the watched leads they ended themselves (``outcomes.ended_notice``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from app.store.statements.fragments import (
     qualified,
     valid_lease,
 )
+from app.store.statements.outcomes import ended_notice
 
 
 def _push(ledger: bool) -> str:
@@ -167,7 +170,7 @@ def runtime_ran_out(*, ids: list[int], tokens: list[str], now: datetime | None) 
 
 
 def _complete_many(ledger: bool, lean: bool, skip_locked: bool, routed: bool) -> str:
-    columns = "item" if lean else f"{LEAD_COLUMNS}, item"
+    columns = ("item" if lean else f"{LEAD_COLUMNS}, item") + f", {ended_notice('completed')}"
     answer = (
         busy_answer("completed", "input", columns, routed=routed)
         if skip_locked
@@ -205,6 +208,7 @@ def complete_many(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    notify_ended: bool = False,
     lean: bool = False,
     skip_locked: bool = False,
     routed: bool = False,
@@ -273,7 +277,8 @@ released AS (
 ),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
-            THEN {notify("session || ' 1'")} END AS notified
+            THEN {notify("session || ' 1'")} END AS notified,
+       {ended_notice("released")}
 FROM released
 """
 
@@ -301,6 +306,7 @@ def release(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    notify_ended: bool = False,
     routed: bool = False,
 ) -> None:
     """Give a valid lease back: queued again after ``delay_s``, the attempt already counted.
@@ -346,7 +352,8 @@ SELECT
     count(*) FILTER (WHERE status = 'failed') AS failed,
     (SELECT count(pg_notify('{NOTIFY_CHANNEL}', s.session || ' ' || s.n))
      FROM (SELECT session, count(*) AS n FROM swept WHERE status = 'queued' GROUP BY session)
-         AS s) AS notified
+         AS s) AS notified,
+    {ended_notice("swept")}
 FROM swept
 """
 
@@ -360,6 +367,7 @@ def sweep(
     ledger: bool,
     scoped: bool,
     ledger_by_row: bool = False,
+    notify_ended: bool = False,
 ) -> None:
     """Requeue up to ``limit`` expired leases (one session's when scoped); at max_attempts, fail.
 
@@ -378,13 +386,18 @@ WITH cancelled AS (
     WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}
-SELECT {LEAD_COLUMNS} FROM cancelled
+SELECT {LEAD_COLUMNS}, {ended_notice("cancelled")} FROM cancelled
 """
 
 
 @statement(_cancel, ledger=BOTH)
 def cancel(
-    *, lead_id: int, now: datetime | None, ledger: bool, ledger_by_row: bool = False
+    *,
+    lead_id: int,
+    now: datetime | None,
+    ledger: bool,
+    ledger_by_row: bool = False,
+    notify_ended: bool = False,
 ) -> None:
     """An operator fails a queued or leased lead; its holder's next renew or complete loses."""
 

@@ -27,6 +27,7 @@ from app.store.statements.fragments import (
     seconds_between,
     valid_lease,
 )
+from app.store.statements.outcomes import ended_notice
 
 # Due scheduled leads one lease statement considers (and promotes) at most, so a lease stays
 # short however many came due at once; the sweeper promotes the rest (``promote``, in batches
@@ -169,7 +170,7 @@ completed AS (
         only_if=only_if + (" AND NOT EXISTS (SELECT FROM known)" if keyed else ""),
         limit="%(max)s",
         after=_REMEMBERED if keyed else "",
-        answer=f"""SELECT answered.*, gate.*
+        answer=f"""SELECT answered.*, gate.*, {ended_notice("completed")}
 FROM (SELECT {gate}) AS gate
 LEFT JOIN (
     SELECT true AS completion, {LEASE_COLUMNS} FROM completed
@@ -196,6 +197,7 @@ def complete_and_lease(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    notify_ended: bool = False,
     keyed: bool = False,
     routed: bool = False,
     key: str | None = None,

@@ -16,7 +16,9 @@ statement-level trigger ``leads_ended`` on ``leads`` (revision 0010) looks
 there first. With nobody waiting it reads one empty table and sends nothing;
 with waiters, one NOTIFY per statement, never one per lead. The trigger sees
 every way a lead ends (a completion, a release or sweep on the last attempt,
-a cancel) without a word in those statements.
+a cancel) without a word in those statements. A Citus cluster has no such trigger (a
+NOTIFY on a shard fails a two-phase commit): there those statements send it themselves,
+from their final SELECT (``ended_notice``).
 
 The lead is read after its watch committed, so a completion whose trigger
 ran before the watch was there is found by that read, unless it commits only
@@ -68,6 +70,25 @@ ENDED_TRIGGER = (
     "CREATE TRIGGER leads_ended AFTER UPDATE ON leads REFERENCING NEW TABLE AS new_rows "
     "FOR EACH STATEMENT EXECUTE FUNCTION leaseq_notify_ended()"
 )
+
+
+def ended_notice(source: str) -> str:
+    """The column ``ended_notified`` of a statement that may end leads (the rows of
+    ``source``, with ``id`` and ``status``): the ``leads_ended`` trigger's NOTIFY, sent by
+    the statement itself when it is given ``notify_ended`` (a Citus cluster, where the
+    trigger is off: docs/scaling.md, "Outcome waits on a cluster"). NULL when it sent none.
+
+    In the final SELECT the NOTIFY is sent where that SELECT runs: on the shard's node for a
+    statement routed to one shard, on the door for one that spans nodes (which commits with
+    two-phase commit, which refuses a transaction that notified on a prepared node). A
+    boolean, not ``void``: Citus cannot keep a ``void`` column in an intermediate result."""
+    return f"""(SELECT pg_notify('{ENDED_CHANNEL}',
+               CASE WHEN count(*) > {MAX_NOTIFIED_IDS} THEN '{WAKE_ALL}'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM {source} AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN {_TERMINAL}
+              LIMIT {MAX_NOTIFIED_IDS + 1}) AS ended
+        HAVING count(*) > 0) AS ended_notified"""
 
 
 def _watch() -> str:

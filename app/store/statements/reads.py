@@ -195,16 +195,20 @@ def _lead_events() -> str:
 SELECT id, event, status, attempt, owner, at, expires_at, total FROM (
     SELECT id, event, status, attempt, owner, at, expires_at, count(*) OVER () AS total
     FROM lead_events WHERE session = %(session)s AND lead_id = %(lead_id)s
-    ORDER BY id DESC LIMIT %(limit)s
+    ORDER BY at DESC, id DESC LIMIT %(limit)s
 ) AS newest
-ORDER BY id
+ORDER BY at, id
 """
 
 
 @statement(_lead_events)
 def lead_events(*, session: str, lead_id: int, limit: int) -> None:
     """The newest ``limit`` events of one lead, oldest first, each with ``total``: how many the
-    lead has. The session routes it to one shard (index ``lead_events_session_lead``)."""
+    lead has. The session routes it to one shard (index ``lead_events_session_lead``).
+
+    In the order of their instants, then of their ids: on a cluster a lead's ids follow
+    its shard's node, so a shard moved to a node of a lower range would list later rows
+    first by id alone (docs/scaling.md, "The ledger on a cluster")."""
 
 
 def _one_snapshot() -> str:
