@@ -7,7 +7,10 @@ that ends the lead send a NOTIFY at all), and sleeps until the
 notification naming it wakes it, or ``poll_interval_s`` passes (a
 notification may be lost: behind a pooler without a direct URL, in the instant a
 watch is written; a dependent failed by its parent on a Citus cluster sends none),
-then reads it again. The
+then reads it again. The first look after the read is ``SETTLE_S`` later, for
+a statement that ended the lead while its watch was being written (it read the
+watches before the watch committed, so it sent no NOTIFY, and committed after
+the read): the looks of the waits that began together go in one read. The
 watches of the waits that begin (or end) while one such statement runs go
 together in the next (``app.store.group_commit``), so 500 requests that begin
 waiting at once cost a few statements, not 500.
@@ -43,6 +46,10 @@ from leaseq.model import FINAL_STATUSES, Lead
 Gone = Callable[[], Awaitable[bool]]
 # Watches one statement writes or deletes at most; the others go in the next.
 MAX_WATCH_GROUP = 1000
+# When a watched lead was not terminal at the first read, a second look this long after:
+# a statement that ended it but had read the watches before the watch committed (so sent
+# no NOTIFY) has committed by then, unless it took longer than that (then the poll).
+SETTLE_S = 0.2
 
 # One wait to write: the waiter's id, the lead's, and its seconds.
 _Watch = tuple[str, int, float]
@@ -58,6 +65,7 @@ class Outcomes:
             self._watch, max_size=MAX_WATCH_GROUP
         )
         self._unwatches: Grouper[None, str, None] = Grouper(self._unwatch, max_size=MAX_WATCH_GROUP)
+        self._looks: Grouper[None, int, Lead | None] = Grouper(self._look, max_size=MAX_WATCH_GROUP)
 
     async def outcome(self, lead_id: int, wait_s: float = 0.0, *, gone: Gone | None = None) -> Lead:
         """The lead once it is terminal, or as it is when ``wait_s`` ends. Raises NotFound,
@@ -86,19 +94,24 @@ class Outcomes:
                 if found is None:
                     raise NotFound(f"no lead {lead_id}")
                 lead = found
+                settling = watched
                 while True:
                     remaining = deadline - loop.time()
                     if lead.status in FINAL_STATUSES or remaining <= 0 or listener.closed:
                         return lead
                     poll = listener.poll_interval_s * random.uniform(0.8, 1.2)
-                    await waiter.wait(min(remaining, poll))
+                    await waiter.wait(min(remaining, SETTLE_S if settling else poll))
                     if gone is not None and await gone():
                         return lead
                     try:
-                        lead = await self.queue.get(lead_id)
+                        if settling:
+                            lead = await self._looks.submit(None, lead_id) or lead
+                        else:
+                            lead = await self.queue.get(lead_id)
                     except Unavailable:
                         if loop.time() >= deadline:
                             raise
+                    settling = False
             finally:
                 if watched:
                     with contextlib.suppress(LeaseqError):
@@ -119,6 +132,12 @@ class Outcomes:
         rows = await self.queue.db.run(write_then_read)
         by_id = {row["id"]: lead_of(row) for row in rows}
         return [by_id.get(watch[1]) for watch in watches]
+
+    async def _look(self, key: None, lead_ids: Sequence[int]) -> list[Lead | None]:
+        """The settling looks of the waits that began together, in one read."""
+        rows = await self.queue.db.rows(statements.watched(lead_ids=list(lead_ids)))
+        by_id = {row["id"]: lead_of(row) for row in rows}
+        return [by_id.get(lead_id) for lead_id in lead_ids]
 
     async def _unwatch(self, key: None, ids: Sequence[str]) -> list[None]:
         await self.queue.db.rows(statements.unwatch(ids=list(ids)))

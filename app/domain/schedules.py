@@ -5,9 +5,12 @@ The cron expression is read by ``cronsim`` (five fields, as cron has them;
 so "every day at 09:00 Europe/Paris" follows daylight saving time. Ticks are
 judged on the database clock, never an API process's: ``tick`` reads the due
 schedules with the instant that judged them, works out the tick and the next
-one from it, and pushes each in one statement (``app.store.statements.schedule_fire``),
-so however many processes run ``tick`` at once, each tick pushes one lead,
-keyed ``schedule:{name}:{tick}`` (the tick in RFC 3339 UTC).
+one from it, pushes the tick's lead keyed ``schedule:{name}:{tick}`` (the tick
+in RFC 3339 UTC), which dedupes, then moves the schedule on
+(``app.store.statements.schedule_push``, ``schedule_advance``), so however many
+processes run ``tick`` at once, each tick pushes one lead. A schedule whose
+push or advance cannot reach its node (a stopped node of a cluster) is left
+for the next look, with a warning, and the others go on.
 
 Ticks missed while no process ran: when one runs again, the latest tick not
 after now is pushed, once; the older ones are not, and ``next_tick`` moves
@@ -20,6 +23,7 @@ tests move time without waiting. Knows nothing of HTTP.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,9 +37,11 @@ from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.domain import validation
 from app.store import statements
 from app.store.pool import Database, Row
-from leaseq.errors import InvalidInput, NotFound
+from leaseq.errors import InvalidInput, NotFound, Unavailable
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, SESSION_PATTERN
 from leaseq.model import Schedule
+
+log = logging.getLogger("leaseq.schedules")
 
 MAX_CRON_CHARS = 200
 MAX_TIMEZONE_CHARS = 64
@@ -189,31 +195,59 @@ class Schedules:
 
     async def tick(self, *, now: datetime | None = None) -> list[Tick]:
         """Push the lead of every schedule whose tick has come (on the database clock, or
-        ``now``); returns the ticks this call pushed (another process may push some)."""
+        ``now``); returns the ticks this call moved on (another process may move some).
+
+        The due schedules are read a batch at a time in (next_tick, name) order, each batch
+        after the last one read, so a schedule left due (its node unreachable) is passed
+        over, not read again."""
         pushed: list[Tick] = []
+        after: Row | None = None
         while True:
-            due = await self.db.rows(statements.schedules_due(now=now, limit=DUE_BATCH))
+            due = await self.db.rows(
+                statements.schedules_due(
+                    now=now,
+                    limit=DUE_BATCH,
+                    after_tick=None if after is None else after["next_tick"],
+                    after_name=None if after is None else after["name"],
+                )
+            )
             for row in due:
                 fired = await self._fire(row, now)
                 if fired is not None:
                     pushed.append(fired)
             if len(due) < DUE_BATCH:
                 return pushed
+            after = due[-1]
 
     async def _fire(self, row: Row, now: datetime | None) -> Tick | None:
+        """Push the schedule's due tick, then move it on; None when another process moved it
+        first, or when its node could not be reached (the next look pushes it again, and its
+        key finds the lead pushed)."""
         where = ZoneInfo(row["timezone"])
         judged_at: datetime = row["now"]
         tick = max(row["next_tick"], latest_not_after(row["cron"], where, judged_at))
-        fired = await self.db.rows(
-            statements.schedule_fire(
-                name=row["name"],
-                tick_was=row["next_tick"],
-                next_tick=next_after(row["cron"], where, judged_at),
-                key=tick_key(row["name"], tick),
-                max_attempts=row["lead"].get("max_attempts") or self.default_max_attempts,
-                now=now,
+        try:
+            [lead] = await self.db.rows(
+                statements.schedule_push(
+                    session=row["session"],
+                    payload=row["payload_text"],
+                    priority=row["priority"],
+                    key=tick_key(row["name"], tick),
+                    delay_s=row["delay_s"],
+                    max_attempts=row["lead"].get("max_attempts") or self.default_max_attempts,
+                )
             )
-        )
-        if not fired:
+            advanced = await self.db.rows(
+                statements.schedule_advance(
+                    name=row["name"],
+                    tick_was=row["next_tick"],
+                    next_tick=next_after(row["cron"], where, judged_at),
+                    now=now,
+                )
+            )
+        except Unavailable as exc:
+            log.warning("schedule %s: tick %s left for the next look: %s", row["name"], tick, exc)
+            return None
+        if not advanced:
             return None  # another process moved it on first
-        return Tick(name=row["name"], tick=tick, lead_id=int(fired[0]["lead_id"]))
+        return Tick(name=row["name"], tick=tick, lead_id=int(lead["lead_id"]))

@@ -165,3 +165,26 @@ async def test_two_api_processes_running_their_schedulers_push_one_lead(
         assert runtime_of(two).schedules is not runtime_of(one).schedules
         after = (await two.get("/schedules/report")).json()
         assert shapes.timestamp(after["next_tick"]) > datetime.now(UTC)
+
+
+async def test_a_tick_pushed_but_not_moved_on_is_found_by_its_key(
+    db: Database, database_url: str
+) -> None:
+    """A process that pushed a tick's lead and stopped before moving the schedule on (or whose
+    advance could not reach every node of a cluster): the next look pushes the tick again,
+    finds its lead by the key, and moves on: one lead."""
+    schedules = Schedules(db)
+    await schedules.put("report", "nightly", "*/5 * * * *", "UTC", BODY["lead"], now=T0)
+    tick = T0.replace(minute=5)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        [(first,)] = conn.execute(
+            "SELECT leaseq_push('nightly', '{\"x\": 1}'::jsonb, 0, %s)", (tick_key("report", tick),)
+        ).fetchall()
+    [ticked] = await schedules.tick(now=tick)
+    assert ticked.lead_id == first
+    assert [key for key, _, _ in leads_of(database_url, "nightly")] == [tick_key("report", tick)]
+    assert (await schedules.get("report")).next_tick == T0.replace(minute=10)
+    [later] = await schedules.tick(now=T0.replace(minute=10))
+    assert leads_of(database_url, "nightly")[1:] == [
+        (tick_key("report", later.tick), 3, {"job": "report"})
+    ]

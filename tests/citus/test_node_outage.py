@@ -11,12 +11,14 @@ import asyncio
 import contextlib
 import time
 from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from app.domain.queue import Queue
 from app.domain.report import report
+from app.domain.schedules import Schedules, tick_key
 from app.store.pool import Database
 from leaseq import push_in
 from leaseq.errors import LeaseLost, Unavailable
@@ -157,3 +159,45 @@ def test_a_push_in_the_producers_transaction_needs_only_its_sessions_node(
         ledger = conn.execute("SELECT lead_id, event FROM lead_events").fetchall()
     assert found == [(lead_id, up)]
     assert ledger == [(lead_id, "pushed")]
+
+
+@pytest.mark.slow
+async def test_a_stopped_worker_node_holds_up_only_its_sessions_schedules(
+    db: Database, database_url: str, citus_cluster: Cluster
+) -> None:
+    """A tick's lead is pushed to its session's shard before the tick is moved on in the
+    reference table ``schedules``, which needs every node: with a worker stopped, the other
+    node's schedule still pushes each tick once (found by its key at each look after), the
+    stopped node's schedule waits, and once the node is back both move on."""
+    nodes = node_of(database_url, [f"s{n}" for n in range(SESSIONS)])
+    stopped = citus_cluster.workers[0]
+    up = next(session for session, port in nodes.items() if port != stopped.port)
+    down = next(session for session, port in nodes.items() if port == stopped.port)
+    schedules = Schedules(db)
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    for session in (up, down):
+        await schedules.put(session, session, "*/5 * * * *", "UTC", {"payload": {}}, now=start)
+
+    at = {minute: start + timedelta(minutes=minute, seconds=1) for minute in (5, 10)}
+    citus_cluster.stop_node(stopped)
+    try:
+        assert await schedules.tick(now=at[5]) == []  # pushed, not moved on: no node for that
+        assert await schedules.tick(now=at[5]) == []
+        assert await schedules.tick(now=at[10]) == []
+    finally:
+        citus_cluster.start_node(stopped)
+    with psycopg.connect(database_url) as conn:
+        pushed = conn.execute("SELECT session, key FROM leads ORDER BY id").fetchall()
+    ticks = [start + timedelta(minutes=minute) for minute in (5, 10)]
+    assert pushed == [(up, tick_key(up, tick)) for tick in ticks]
+    moved = await schedules.tick(now=at[10])
+    assert sorted((t.name, t.tick) for t in moved) == [
+        (name, start + timedelta(minutes=10)) for name in sorted((up, down))
+    ]
+    with psycopg.connect(database_url) as conn:
+        pushed = conn.execute("SELECT session, key FROM leads ORDER BY id").fetchall()
+    assert sorted(pushed) == sorted(
+        [*((up, tick_key(up, t)) for t in ticks), (down, tick_key(down, ticks[1]))]
+    )
+    for session in (up, down):
+        assert (await schedules.get(session)).next_tick == start + timedelta(minutes=15)

@@ -107,6 +107,7 @@ REFERENCE = (
     "schedules_all",
     "schedule_delete",
     "schedules_due",
+    "schedule_advance",
     "watch",
     "unwatch",
     "forget_stale_watches",
@@ -114,8 +115,8 @@ REFERENCE = (
 # A few leads by id, of any session: which session a scoped token's lead is in, and the leads a
 # wait for outcomes watches.
 BY_IDS = ("lead_sessions", "watched")
-# The scheduler's tick: a reference table's row moved and its lead pushed into a session.
-SCHEDULER = ("schedule_fire",)
+# The scheduler's tick: its lead pushed into a session (then its row moved: REFERENCE).
+SCHEDULER = ("schedule_push",)
 NO_TABLE = (
     "db_now",
     "autovacuum",

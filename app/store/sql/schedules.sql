@@ -60,38 +60,49 @@ DELETE FROM schedules WHERE name = %(name)s RETURNING name;
 -- ========================================================================================
 -- schedules_due
 --
--- Schedules whose next tick has come, with the instant that judged it (index
--- schedules_next_tick: one probe when none is due).
+-- Schedules whose next tick has come, in (next_tick, name) order after (``after_tick``,
+-- ``after_name``) when given, with the instant that judged them (index
+-- schedules_next_tick: one probe when none is due) and their lead's parts as
+-- ``schedule_push`` takes them: the payload as JSON text (a number read into Python
+-- could lose its digits), the priority and the delay.
 --
--- parameters: limit, now
+-- parameters: limit, now, after_tick, after_name
 
 -- name: schedules_due
-SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at, %(now)s::timestamptz AS now FROM schedules
+SELECT name, session, cron, timezone, lead, next_tick, created_at, updated_at, %(now)s::timestamptz AS now,
+       (lead -> 'payload')::text AS payload_text,
+       coalesce((lead ->> 'priority')::integer, 0) AS priority,
+       coalesce((lead ->> 'delay_s')::float8, 0) AS delay_s
+FROM schedules
 WHERE next_tick <= %(now)s::timestamptz
+  AND (%(after_name)s::text IS NULL
+       OR (next_tick, name) > (%(after_tick)s::timestamptz, %(after_name)s::text))
 ORDER BY next_tick, name
 LIMIT %(limit)s;
 
 -- ========================================================================================
--- schedule_fire
+-- schedule_push
 --
--- Move a due schedule's ``next_tick`` from ``tick_was`` to ``next_tick`` and push its
--- lead with ``key``, in one statement; no row when another process moved it first.
+-- Push a tick's lead with its ``key``; the id of the lead that holds the key already
+-- when there is one (then nothing is pushed).
 --
--- parameters: name, tick_was, next_tick, key, max_attempts, now
+-- parameters: session, payload, priority, key, delay_s, max_attempts
 
--- name: schedule_fire
-WITH advanced AS (
-    UPDATE schedules
-    SET next_tick = %(next_tick)s, updated_at = %(now)s::timestamptz
-    WHERE name = %(name)s AND next_tick = %(tick_was)s
-    RETURNING session, lead
-)
+-- name: schedule_push
 SELECT leaseq_push(
-    session,
-    lead -> 'payload',
-    coalesce((lead ->> 'priority')::integer, 0),
-    %(key)s,
-    coalesce((lead ->> 'delay_s')::float8, 0),
-    %(max_attempts)s::integer
-) AS lead_id
-FROM advanced;
+    %(session)s::text, CAST(%(payload)s AS jsonb), %(priority)s::integer, %(key)s::text,
+    %(delay_s)s::float8, %(max_attempts)s::integer
+) AS lead_id;
+
+-- ========================================================================================
+-- schedule_advance
+--
+-- Move a schedule's ``next_tick`` from ``tick_was`` to ``next_tick``; no row when another
+-- process moved it first.
+--
+-- parameters: name, tick_was, next_tick, now
+
+-- name: schedule_advance
+UPDATE schedules SET next_tick = %(next_tick)s, updated_at = %(now)s::timestamptz
+WHERE name = %(name)s AND next_tick = %(tick_was)s
+RETURNING name;

@@ -23,7 +23,8 @@ from their final SELECT (``ended_notice``).
 The lead is read after its watch committed, so a completion whose trigger
 ran before the watch was there is found by that read, unless it commits only
 after it (the instant between a trigger and its commit); the waiter then
-finds the outcome at its next look, at most ``poll_interval_s`` later. A watch left by a process
+finds the outcome at its next look: the settling look, ``SETTLE_S`` after the read
+(``app.domain.outcome``), or its poll. A watch left by a process
 that died is deleted by the pruner once its wait is over.
 
 Knows nothing of HTTP; imports nothing of ``app``, only the model's statuses.

@@ -1,14 +1,21 @@
 """Every statement of schedules: the rows of ``schedules`` (revision 0010) and their ticks.
 
-A tick is pushed by one statement (so one transaction): a guarded UPDATE
-moves ``next_tick`` on only if it is still the tick this process read, and
-the same statement pushes the tick's lead through ``leaseq_push`` (revision
-0007: the service's checks, the ledger row, the counts, the NOTIFY of
-waiting leases) with the key ``schedule:{name}:{tick}``. Two processes that
-read the same due tick both send it; the second's UPDATE waits for the
-first's row lock, then finds ``next_tick`` moved and pushes nothing. A lead
-already holding that key in the session (pushed, then the tick somehow sent
-again) is not pushed twice either: the key dedupes it.
+A tick is two statements, each whole. ``schedule_push`` pushes the tick's lead
+through ``leaseq_push`` (revision 0007: the service's checks, the ledger row,
+the counts, the NOTIFY of waiting leases) with the key
+``schedule:{name}:{tick}``, which dedupes: the same tick pushed again finds
+its lead and pushes nothing. ``schedule_advance`` then moves ``next_tick`` on,
+only if it is still the tick this process read. Two processes that read the
+same due tick both push it, and one lead is there; only one of them advances
+it. A tick pushed but not advanced (the process stopped in between, or the
+advance could not reach every node of a cluster) is pushed again at the next
+look and found by its key.
+
+On a Citus cluster ``schedules`` is a reference table, whose every write goes
+to each node's copy; the push goes to its session's shard alone. So a stopped
+worker node holds up only the ticks of its own sessions' schedules: the
+others are pushed, once each, and their advance waits for the node
+(docs/scaling.md, "A stopped worker node").
 
 ``NOW`` is the database clock, or an injected instant in tests. Knows
 nothing of HTTP; imports nothing of ``app``.
@@ -88,48 +95,62 @@ def schedule_delete(*, name: str) -> None:
 
 def _schedules_due() -> str:
     return f"""
-SELECT {COLUMNS}, {NOW} AS now FROM schedules
+SELECT {COLUMNS}, {NOW} AS now,
+       (lead -> 'payload')::text AS payload_text,
+       coalesce((lead ->> 'priority')::integer, 0) AS priority,
+       coalesce((lead ->> 'delay_s')::float8, 0) AS delay_s
+FROM schedules
 WHERE next_tick <= {NOW}
+  AND (%(after_name)s::text IS NULL
+       OR (next_tick, name) > (%(after_tick)s::timestamptz, %(after_name)s::text))
 ORDER BY next_tick, name
 LIMIT %(limit)s
 """
 
 
 @statement(_schedules_due)
-def schedules_due(*, limit: int, now: datetime | None) -> None:
-    """Schedules whose next tick has come, with the instant that judged it (index
-    schedules_next_tick: one probe when none is due)."""
+def schedules_due(
+    *,
+    limit: int,
+    now: datetime | None,
+    after_tick: datetime | None = None,
+    after_name: str | None = None,
+) -> None:
+    """Schedules whose next tick has come, in (next_tick, name) order after (``after_tick``,
+    ``after_name``) when given, with the instant that judged them (index
+    schedules_next_tick: one probe when none is due) and their lead's parts as
+    ``schedule_push`` takes them: the payload as JSON text (a number read into Python
+    could lose its digits), the priority and the delay."""
 
 
-def _schedule_fire() -> str:
-    return f"""
-WITH advanced AS (
-    UPDATE schedules
-    SET next_tick = %(next_tick)s, updated_at = {NOW}
-    WHERE name = %(name)s AND next_tick = %(tick_was)s
-    RETURNING session, lead
-)
+def _schedule_push() -> str:
+    return """
 SELECT leaseq_push(
-    session,
-    lead -> 'payload',
-    coalesce((lead ->> 'priority')::integer, 0),
-    %(key)s,
-    coalesce((lead ->> 'delay_s')::float8, 0),
-    %(max_attempts)s::integer
+    %(session)s::text, CAST(%(payload)s AS jsonb), %(priority)s::integer, %(key)s::text,
+    %(delay_s)s::float8, %(max_attempts)s::integer
 ) AS lead_id
-FROM advanced
 """
 
 
-@statement(_schedule_fire)
-def schedule_fire(
-    *,
-    name: str,
-    tick_was: datetime,
-    next_tick: datetime,
-    key: str,
-    max_attempts: int,
-    now: datetime | None,
+@statement(_schedule_push)
+def schedule_push(
+    *, session: str, payload: str, priority: int, key: str, delay_s: float, max_attempts: int
 ) -> None:
-    """Move a due schedule's ``next_tick`` from ``tick_was`` to ``next_tick`` and push its
-    lead with ``key``, in one statement; no row when another process moved it first."""
+    """Push a tick's lead with its ``key``; the id of the lead that holds the key already
+    when there is one (then nothing is pushed)."""
+
+
+def _schedule_advance() -> str:
+    return f"""
+UPDATE schedules SET next_tick = %(next_tick)s, updated_at = {NOW}
+WHERE name = %(name)s AND next_tick = %(tick_was)s
+RETURNING name
+"""
+
+
+@statement(_schedule_advance)
+def schedule_advance(
+    *, name: str, tick_was: datetime, next_tick: datetime, now: datetime | None
+) -> None:
+    """Move a schedule's ``next_tick`` from ``tick_was`` to ``next_tick``; no row when another
+    process moved it first."""
