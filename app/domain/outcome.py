@@ -129,16 +129,20 @@ class Outcomes:
             await execute(conn, watch)  # committed (autocommit) before
             return await execute(conn, statements.watched(lead_ids=lead_ids))
 
-        rows = await self.queue.db.run(write_then_read)
-        by_id = {row["id"]: lead_of(row) for row in rows}
-        return [by_id.get(watch[1]) for watch in watches]
+        return _in_order(await self.queue.db.run(write_then_read), lead_ids)
 
     async def _look(self, key: None, lead_ids: Sequence[int]) -> list[Lead | None]:
         """The settling looks of the waits that began together, in one read."""
-        rows = await self.queue.db.rows(statements.watched(lead_ids=list(lead_ids)))
-        by_id = {row["id"]: lead_of(row) for row in rows}
-        return [by_id.get(lead_id) for lead_id in lead_ids]
+        return _in_order(
+            await self.queue.db.rows(statements.watched(lead_ids=list(lead_ids))), lead_ids
+        )
 
     async def _unwatch(self, key: None, ids: Sequence[str]) -> list[None]:
         await self.queue.db.rows(statements.unwatch(ids=list(ids)))
         return [None] * len(ids)
+
+
+def _in_order(rows: Sequence[Row], lead_ids: Sequence[int]) -> list[Lead | None]:
+    """The leads ``statements.watched`` read, one per id of ``lead_ids`` (None: no such lead)."""
+    by_id = {row["id"]: lead_of(row) for row in rows}
+    return [by_id.get(lead_id) for lead_id in lead_ids]
