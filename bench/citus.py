@@ -35,7 +35,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 from rich.console import Console
 
@@ -124,29 +123,6 @@ async def _push(url: str, sessions: list[str], leads: int) -> None:
 # -- what each node spent ---------------------------------------------------------------
 
 
-def _postmaster(url: str) -> psutil.Process:
-    """The postmaster of the server at ``url`` (the parent of a backend of ours)."""
-    with psycopg.connect(libpq_url(url)) as conn:  # the backend lives while it is open
-        [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
-        parent = psutil.Process(pid).parent()
-    assert parent is not None
-    return parent
-
-
-def _cpu_s(postmaster: psutil.Process) -> float:
-    """CPU seconds of the server's processes so far: the postmaster's own, its children's
-    that have ended (the kernel adds them to it as it reaps them) and those running."""
-    own = postmaster.cpu_times()
-    total = own.user + own.system + own.children_user + own.children_system
-    for process in postmaster.children():
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:  # ended just now: counted in the postmaster's next read
-            continue
-        total += times.user + times.system
-    return total
-
-
 def _commits(url: str) -> int:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         [(commits,)] = conn.execute(
@@ -160,14 +136,14 @@ def drain(nodes: dict[str, str], doors: list[str], leads: int, workers: int) -> 
     the figures of each node of ``nodes`` (its name: the URL of the database there)."""
     sessions = [f"s{i:02d}" for i in range(SESSIONS)]
     asyncio.run(_push(doors[0], sessions, leads))
-    postmasters = {node: _postmaster(url) for node, url in nodes.items()}
-    cpu_before = {node: _cpu_s(p) for node, p in postmasters.items()}
+    postmasters = {node: common.postmaster(url) for node, url in nodes.items()}
+    cpu_before = {node: common.server_cpu_s(p) for node, p in postmasters.items()}
     commits_before = {node: _commits(url) for node, url in nodes.items()}
     reports, started = common.run_workers(
         drain_worker, {"urls": doors, "sessions": sessions}, workers
     )
     finished = max(r.finished_at for r in reports)
-    cpu = {node: _cpu_s(p) - cpu_before[node] for node, p in postmasters.items()}
+    cpu = {node: common.server_cpu_s(p) - cpu_before[node] for node, p in postmasters.items()}
     commits = {node: _commits(url) - commits_before[node] for node, url in nodes.items()}
     done = sum(len(r.done_ids) for r in reports)
     ids = [i for r in reports for i in r.done_ids]

@@ -71,6 +71,8 @@ def summarize(
                     "complete_p50_ms": med(runs, "complete_p50_ms"),
                     "complete_p99_ms": med(runs, "complete_p99_ms"),
                     "client_cpu_ms_per_lead": med(runs, "client_cpu_ms_per_lead"),
+                    "service_cpu_ms_per_lead": med(runs, "service_cpu_ms_per_lead"),
+                    "database_cpu_ms_per_lead": med(runs, "database_cpu_ms_per_lead"),
                 }
             )
     return rows
@@ -144,6 +146,10 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+def _cpu(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def _spread(row: dict[str, Any], prefix: str = "drain_") -> str:
     """A row's leads/s: median (min-max)."""
     return f"{row[prefix + 'median']:,.0f} ({row[prefix + 'min']:,.0f}-{row[prefix + 'max']:,.0f})"
@@ -152,8 +158,9 @@ def _spread(row: dict[str, Any], prefix: str = "drain_") -> str:
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| contender | batch | W | drain leads/s median (min-max) | x ceiling | push bulk /s "
-        "| push 1-by-1 /s | lease p50 / p99 ms | complete p50 / p99 ms |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| push 1-by-1 /s | lease p50 / p99 ms | complete p50 / p99 ms "
+        "| CPU ms per lead: workers / service / PostgreSQL |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         ratio = "—" if r["vs_ceiling"] is None else f"{r['vs_ceiling']:.2f}"
@@ -162,7 +169,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {_spread(r)} | {ratio} "
             f"| {r['push_bulk'] or 0:,.0f} | {r['push_single'] or 0:,.0f} "
             f"| {_ms(r['lease_p50_ms'])} / {_ms(r['lease_p99_ms'])} "
-            f"| {_ms(r['complete_p50_ms'])} / {_ms(r['complete_p99_ms'])} |"
+            f"| {_ms(r['complete_p50_ms'])} / {_ms(r['complete_p99_ms'])} "
+            f"| {_cpu(r['client_cpu_ms_per_lead'])} / {_cpu(r.get('service_cpu_ms_per_lead'))} "
+            f"/ {_cpu(r.get('database_cpu_ms_per_lead'))} |"
         )
     return "\n".join(lines)
 
@@ -444,7 +453,9 @@ def run(
                         f"  {contender.name:<24} W={w:<2} {result.drain_per_s:>9,.0f} leads/s "
                         f"lease p50/p99 {_ms(result.lease_p50_ms)}/{_ms(result.lease_p99_ms)} ms "
                         f"push {result.push_bulk_per_s:,.0f}/{result.push_single_per_s:,.0f} "
-                        f"load {result.load_after}"
+                        f"CPU ms/lead {_cpu(result.client_cpu_ms_per_lead)}"
+                        f"/{_cpu(result.service_cpu_ms_per_lead)}"
+                        f"/{_cpu(result.database_cpu_ms_per_lead)} load {result.load_after}"
                     )
                     progress.advance(bar)
             if with_scale:

@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 from sqlalchemy.engine import make_url
 
@@ -45,6 +46,30 @@ WORKER_TIMEOUT_S = 900.0
 
 
 # -- the machine --------------------------------------------------------------
+
+
+def postmaster(url: str) -> psutil.Process:
+    """The postmaster of the server at ``url`` (the parent of a backend of ours)."""
+    with psycopg.connect(libpq_url(url)) as conn:  # the backend lives while it is open
+        [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
+        parent = psutil.Process(pid).parent()
+    assert parent is not None
+    return parent
+
+
+def server_cpu_s(postmaster: psutil.Process) -> float:
+    """CPU seconds of a PostgreSQL server's processes so far: the postmaster's own, its
+    children's that have ended (the kernel adds them to it as it reaps them) and those
+    running."""
+    own = postmaster.cpu_times()
+    total = own.user + own.system + own.children_user + own.children_system
+    for process in postmaster.children():
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:  # ended just now: counted in the postmaster's next read
+            continue
+        total += times.user + times.system
+    return float(total)
 
 
 def cpu_model() -> str:

@@ -71,7 +71,7 @@ PUSH_BATCH = 1000
 class Contender:
     family: str  # ceiling, core, rest, rawrest, pgqueuer, procrastinate
     batch: int
-    ledger: bool | None = None  # core only
+    ledger: bool | None = None  # core, and the REST contenders that name it
     servers: int | None = None  # rest only: uvicorn processes
     next: bool = False  # rest and rawrest: complete-and-lease in one request
     only_workers: tuple[int, ...] | None = None  # run at these W only (None: every W)
@@ -92,12 +92,12 @@ class Contender:
     @property
     def label(self) -> str:
         extra = ""
-        if self.ledger is not None:
-            extra = ", ledger on" if self.ledger else ", ledger off"
         if self.servers is not None:
             extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
         if self.next:
             extra += ", next"
+        if self.ledger is not None:
+            extra += ", ledger on" if self.ledger else ", ledger off"
         if self.source is not None:
             extra += BEFORE
         return f"{'raw REST' if self.family == 'rawrest' else self.family}{extra}"
@@ -130,6 +130,8 @@ def all_contenders() -> list[Contender]:
         for n in (False, True)
         for b in (1, 10)
     ]
+    # What the ledger costs a worker's request: the same with the service's ledger off.
+    found += [Contender("rest", b, servers=1, next=True, ledger=False) for b in (1, 10)]
     found += [Contender("rawrest", b, next=n) for n in (False, True) for b in (1, 10)]
     found += [Contender("pgqueuer", b) for b in (1, 100)]
     found += [Contender("procrastinate", 1)]
@@ -155,6 +157,8 @@ class RunResult:
     load_before: float
     load_after: float
     checks: list[str] = field(default_factory=list)
+    service_cpu_ms_per_lead: float | None = None  # rest and rawrest: the server's processes
+    database_cpu_ms_per_lead: float | None = None  # PostgreSQL's processes (a local server)
 
 
 def singles_of(n: int) -> int:
@@ -722,6 +726,8 @@ def run_once(
     """One fresh database, N leads pushed, drained by W workers, checked; its figures."""
     load_before = common.load_avg()
     service: Service | None = None
+    service_cpu_ms: float | None = None
+    database_cpu_ms: float | None = None
     with common.fresh_copy(server_url, template) as url:
         try:
             spec: dict[str, Any] = {"url": url, "batch": contender.batch}
@@ -733,7 +739,12 @@ def run_once(
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
             elif family in ("rest", "rawrest"):
                 if family == "rest":
-                    service = Service(url, contender.servers or 1, source=contender.source)
+                    service = Service(
+                        url,
+                        contender.servers or 1,
+                        extra_args=["--no-ledger"] if contender.ledger is False else [],
+                        source=contender.source,
+                    )
                 else:
                     service = RawRestService(libpq_url(url))
                 service.wait_ready()
@@ -743,10 +754,15 @@ def run_once(
                 ids, bulk, single = asyncio.run(pgqueuer_push(url, n))
             else:
                 ids, bulk, single = asyncio.run(procrastinate_push(url, n))
+            service_cpu = service.cpu_s() if service is not None else 0.0
+            server = common.postmaster(url)
+            database_cpu = common.server_cpu_s(server)
             reports, started = common.run_workers(WORKERS[family], spec, workers)
+            database_cpu_ms = round((common.server_cpu_s(server) - database_cpu) / n * 1000, 3)
             merged = merge(reports)
             drain_s = merged.finished_at - started
             if service is not None:
+                service_cpu_ms = round((service.cpu_s() - service_cpu) / n * 1000, 3)
                 service.stop()
                 service = None
             checks = {
@@ -776,4 +792,6 @@ def run_once(
         load_before=load_before,
         load_after=common.load_avg(),
         checks=["each lead ran exactly once", "database agrees"],
+        service_cpu_ms_per_lead=service_cpu_ms,
+        database_cpu_ms_per_lead=database_cpu_ms,
     )

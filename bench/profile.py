@@ -16,7 +16,8 @@ frames that took the most samples. ``rest-next``: the same with ``next`` on
 
 ``--before CHECKOUT`` (rest and rest-next): the service of that older checkout
 instead, on a database migrated by its own migrations (as ``python -m bench
---before``); its files are named ``<kind>-before-pyspy…``.
+--before``); its files are named ``<kind>-before-pyspy…``. ``--rate N``: py-spy's
+samples per second (default 200; 1,000 for a finer profile of a short run).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import gzip
-import os
 import re
 import subprocess
 import sys
@@ -33,6 +33,7 @@ from pathlib import Path
 
 from app.store.pool import libpq_url
 from bench import common, contenders
+from bench.service import process_cpu_s
 
 OUT = Path(__file__).resolve().parent / "results" / "profiles"
 
@@ -87,16 +88,13 @@ def summarize(collapsed: str, top: int = 60) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds process ``pid`` has used (utime + stime, from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 PROFILED_WORKERS = 4
+DEFAULT_RATE = 200  # py-spy's samples per second (--rate)
 
 
-def _rest(server_url: str, template: str, n: int, kind: str, source: Path | None) -> None:
+def _rest(
+    server_url: str, template: str, n: int, kind: str, source: Path | None, rate: int
+) -> None:
     """Profile the server of ``kind`` (rest, rest-next, rawrest, rawrest-next) at batch 1;
     ``source``: leaseq's service from that checkout."""
     next_ = kind.endswith("-next")
@@ -128,7 +126,7 @@ def _rest(server_url: str, template: str, n: int, kind: str, source: Path | None
                     "-f",
                     "raw",
                     "-r",
-                    "200",
+                    str(rate),
                     "--nonblocking",
                 ],
                 stdout=subprocess.DEVNULL,
@@ -136,9 +134,9 @@ def _rest(server_url: str, template: str, n: int, kind: str, source: Path | None
             )
             time.sleep(1.0)
             spec = {"url": url, "batch": 1, "port": service.port, "next": next_}
-            cpu = _cpu_s(pid)
+            cpu = process_cpu_s(pid)
             reports, started = common.run_workers(contenders.rest_worker, spec, PROFILED_WORKERS)
-            cpu = _cpu_s(pid) - cpu
+            cpu = process_cpu_s(pid) - cpu
             merged = contenders.merge(reports)
             # Two requests a lead; with next one, and each worker's first lease.
             requests = n + PROFILED_WORKERS if next_ else 2 * n
@@ -162,10 +160,14 @@ def _rest(server_url: str, template: str, n: int, kind: str, source: Path | None
 
 
 def main() -> None:
-    args, source = sys.argv[1:], None
+    args, source, rate = sys.argv[1:], None, DEFAULT_RATE
     if "--before" in args:
         at = args.index("--before")
         source = Path(args[at + 1]).resolve()
+        del args[at : at + 2]
+    if "--rate" in args:
+        at = args.index("--rate")
+        rate = int(args[at + 1])
         del args[at : at + 2]
     what = args[0] if args else "core"
     n = int(args[1]) if len(args) > 1 else 3000
@@ -179,7 +181,7 @@ def main() -> None:
             with common.fresh_copy(common.DEFAULT_SERVER_URL, template) as url:
                 asyncio.run(_core(url, n))
         elif what in ("rest", "rest-next", "rawrest", "rawrest-next"):
-            _rest(common.DEFAULT_SERVER_URL, template, n, what, source)
+            _rest(common.DEFAULT_SERVER_URL, template, n, what, source, rate)
         else:
             raise SystemExit(
                 f"unknown profile {what!r}: core, rest, rest-next, rawrest, rawrest-next"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -49,6 +50,15 @@ def child_pids(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used; 0 once it is gone."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return float(times.user + times.system)
 
 
 def running(pid: int) -> bool:
@@ -148,6 +158,10 @@ class Service:
     async def pids(self) -> list[int]:
         """The service's processes: the one started, and its uvicorn workers."""
         return [self.process.pid, *child_pids(self.process.pid)]
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user and system) the service's processes have used so far."""
+        return sum(process_cpu_s(pid) for pid in [self.process.pid, *self.children])
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s

@@ -40,6 +40,18 @@ def test_each_builder_binds_the_placeholders_of_its_text() -> None:
         assert named == set(builder.parameters), builder.name
 
 
+def test_every_text_is_short_enough_for_psycopgs_cache_of_converted_statements() -> None:
+    """psycopg converts the placeholders of a longer text again on every call."""
+    import psycopg._queries
+
+    from app.store.pool import STATEMENT_CACHE_BYTES
+
+    assert psycopg._queries.MAX_CACHED_STATEMENT_LENGTH >= STATEMENT_CACHE_BYTES
+    for builder in REGISTRY.values():
+        for values in itertools.product(*builder.variants.values()):
+            assert len(builder.text(*values).encode()) <= STATEMENT_CACHE_BYTES, builder.name
+
+
 def test_a_builder_returns_its_text_and_parameters() -> None:
     from app.store import statements
 
