@@ -38,6 +38,7 @@ import asyncio
 import logging
 import secrets
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ class Contender:
     ledger: bool | None = None  # core, and the REST contenders that name it
     servers: int | None = None  # rest only: uvicorn processes
     next: bool = False  # rest and rawrest: complete-and-lease in one request
+    keyed: bool = False  # rest with next: each request with an Idempotency-Key, as the SDK
     only_workers: tuple[int, ...] | None = None  # run at these W only (None: every W)
     source: Path | None = None  # rest only: an older checkout of leaseq, served instead of this
 
@@ -84,6 +86,8 @@ class Contender:
             parts.append(f"{self.servers}proc")
         if self.next:
             parts.append("next")
+        if self.keyed:
+            parts.append("keyed")
         parts.append(f"b{self.batch}")
         if self.ledger is not None:
             parts.append("ledger" if self.ledger else "noledger")
@@ -96,6 +100,8 @@ class Contender:
             extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
         if self.next:
             extra += ", next"
+        if self.keyed:
+            extra += ", keyed"
         if self.ledger is not None:
             extra += ", ledger on" if self.ledger else ", ledger off"
         if self.source is not None:
@@ -132,6 +138,8 @@ def all_contenders() -> list[Contender]:
     ]
     # What the ledger costs a worker's request: the same with the service's ledger off.
     found += [Contender("rest", b, servers=1, next=True, ledger=False) for b in (1, 10)]
+    # What the SDK and `leaseq worker` send: every lease keyed (docs/worker.md, "Lost answers").
+    found += [Contender("rest", b, servers=1, next=True, keyed=True) for b in (1, 10)]
     found += [Contender("rawrest", b, next=n) for n in (False, True) for b in (1, 10)]
     found += [Contender("pgqueuer", b) for b in (1, 100)]
     found += [Contender("procrastinate", 1)]
@@ -456,15 +464,22 @@ class NextIgnored(RuntimeError):
     """The service answered a complete carrying ``next`` without ``leases``."""
 
 
-async def _rest_next_loop(http: RawPoster, owner: str, batch: int) -> WorkerReport:
+async def _rest_next_loop(
+    http: RawPoster, owner: str, batch: int, keyed: bool = False
+) -> WorkerReport:
     """One ``/lease``, then one ``/complete`` (or ``/complete/batch``) with ``next`` per lead
-    (per batch), until a complete leases nothing. The lease figures are the requests that
-    handed out leases (the first ``/lease``, and each complete that leased some); the
-    complete figures are every complete."""
+    (per batch), until a complete leases nothing; ``keyed``: each with an Idempotency-Key of
+    its own. The lease figures are the requests that handed out leases (the first
+    ``/lease``, and each complete that leased some); the complete figures are every
+    complete."""
+
+    def key() -> str | None:
+        return str(uuid.uuid4()) if keyed else None
+
     report = WorkerReport()
     want = {"session": SESSION, "owner": owner, "max": batch, "ttl_s": LEASE_TTL_S, "wait_s": 0}
     started = time.perf_counter()
-    leases = (await http.post("/lease", want))["leases"]
+    leases = (await http.post("/lease", want, key()))["leases"]
     if leases:
         report.lease_s.append(time.perf_counter() - started)
     while leases:
@@ -472,12 +487,13 @@ async def _rest_next_loop(http: RawPoster, owner: str, batch: int) -> WorkerRepo
         if batch == 1:
             path = "/complete"
             item = {"lead_id": leases[0]["lead"]["id"], "token": leases[0]["token"]}
-            answer = await http.post(path, {**item, "status": "done", "result": None, "next": want})
+            body = {**item, "status": "done", "result": None, "next": want}
+            answer = await http.post(path, body, key())
             done = [answer["lead"]["id"]]
         else:
             path = "/complete/batch"
             items = [{"lead_id": x["lead"]["id"], "token": x["token"]} for x in leases]
-            answer = await http.post(path, {"items": items, "next": want})
+            answer = await http.post(path, {"items": items, "next": want}, key())
             if lost := [r["lead_id"] for r in answer["results"] if not r["ok"]]:
                 raise RuntimeError(f"{owner}: /complete/batch refused leads {lost[:5]}")
             done = [r["lead_id"] for r in answer["results"]]
@@ -504,10 +520,14 @@ async def rest_worker(
         for client in clients:
             await client.connect()
         ready()
-        loop = _rest_next_loop if spec.get("next") else _rest_loop
-        reports = await asyncio.gather(
-            *(loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(clients))
-        )
+        if spec.get("next"):
+            loops = [
+                _rest_next_loop(c, f"{name}t{i}", spec["batch"], spec.get("keyed", False))
+                for i, c in enumerate(clients)
+            ]
+        else:
+            loops = [_rest_loop(c, f"{name}t{i}", spec["batch"]) for i, c in enumerate(clients)]
+        reports = await asyncio.gather(*loops)
     finally:
         for client in clients:
             await client.close()
@@ -749,6 +769,7 @@ def run_once(
                     service = RawRestService(libpq_url(url))
                 service.wait_ready()
                 spec["port"], spec["next"] = service.port, contender.next
+                spec["keyed"] = contender.keyed
                 ids, bulk, single = asyncio.run(rest_push(service.base_url, n))
             elif family == "pgqueuer":
                 ids, bulk, single = asyncio.run(pgqueuer_push(url, n))

@@ -225,13 +225,15 @@ class RawPoster:
     async def connect(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
 
-    async def post(self, path: str, body: Any) -> Any:
+    async def post(self, path: str, body: Any, key: str | None = None) -> Any:
+        """The answer to ``body`` POSTed to ``path``; ``key``: its ``Idempotency-Key``."""
         if self.reader is None or self.writer is None:
             await self.connect()
         assert self.reader is not None and self.writer is not None
         data = json.dumps(body).encode()
+        keyed = "" if key is None else f"Idempotency-Key: {key}\r\n"
         self.writer.write(
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{keyed}"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
             + data
         )

@@ -24,16 +24,18 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from app.store.pool import libpq_url
+from leaseq._transport import AioHttpTransport
 from tests.support.serving import ROOT, child_env
 
 HANDLER = [sys.executable, "tests/support/handle_lead.py"]
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
-    """Real HTTP, each request recorded with its status; a path in ``blocked`` cannot connect."""
+    """Real HTTP through the client's own default transport, each request recorded with its
+    status; a path in ``blocked`` cannot connect."""
 
     def __init__(self, blocked: set[str] | None = None) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+        self.inner = AioHttpTransport()
         self.calls: list[tuple[str, int | None]] = []  # status None: no answer
         self.requests: list[httpx.Request] = []
         self.blocked = blocked if blocked is not None else set()

@@ -37,10 +37,10 @@ def test_one_version_for_both_and_the_server_pins_the_client() -> None:
     assert f"leaseq=={client['version']}" in server["dependencies"]
 
 
-def test_the_client_depends_on_httpx_sniffio_and_typer_only() -> None:
+def test_the_client_depends_on_httpx_aiohttp_sniffio_and_typer_only() -> None:
     client = pyproject(ROOT / "clients" / "python" / "pyproject.toml")
     names = {dependency.split(">")[0].split("=")[0] for dependency in client["dependencies"]}
-    assert names == {"httpx", "sniffio", "typer"}
+    assert names == {"aiohttp", "httpx", "sniffio", "typer"}
     assert client["optional-dependencies"] == {
         "metrics": ["prometheus-client>=0.20"],
         "otel": ["opentelemetry-api>=1.20"],  # imported lazily, by leaseq.worker.tracing

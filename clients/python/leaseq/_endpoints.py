@@ -121,7 +121,7 @@ class endpoint(Generic[_P, _T]):  # a decorator, named as property is
 class Endpoints(Generic[_Transport]):
     """What both clients share: their settings, and every endpoint (the module docstring).
 
-    A subclass gives ``_connect`` (its httpx client) and ``_run``: how an
+    A subclass gives ``_connect`` (its httpx transport) and ``_run``: how an
     exchange's calls go out and come back.
     """
 
@@ -145,9 +145,11 @@ class Endpoints(Generic[_Transport]):
         self.timeout_s = timeout_s
         self.max_body_bytes = max_body_bytes
         self.retry_policy = retry_policy or RetryPolicy()
-        self._http = self._connect(transport, base_url=self.url, headers=headers, timeout=timeout_s)
+        self._headers = headers
+        self._connect(transport)
 
-    def _connect(self, transport: _Transport | None, **options: Any) -> Any:
+    def _connect(self, transport: _Transport | None) -> None:
+        """Keep ``transport``, or the client's default one."""
         raise NotImplementedError
 
     # -- producers ---------------------------------------------------------

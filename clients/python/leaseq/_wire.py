@@ -119,6 +119,23 @@ Step = Call | float
 Outcome = httpx.Response | httpx.TransportError | None
 
 
+def request_of(call: Call, url: str, headers: Mapping[str, str]) -> httpx.Request:
+    """The request of ``call`` (sent by ``steps``, so its timeout is set) to the service at
+    ``url``: the client's ``headers`` and the call's, the body as compact JSON (httpx's:
+    ``wire_size`` counts it so), one timeout for connecting, each read and write, and the
+    wait for a pooled connection."""
+    seconds = call.timeout_s
+    return httpx.Request(
+        call.method,
+        url + call.path,
+        json=call.body,
+        headers={**headers, **call.headers} if call.headers else headers,
+        extensions={
+            "timeout": {"connect": seconds, "read": seconds, "write": seconds, "pool": seconds}
+        },
+    )
+
+
 def steps(
     exchange: Exchange[_T], url: str, policy: RetryPolicy, timeout_s: float
 ) -> Generator[Step, Outcome, _T]:
