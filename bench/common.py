@@ -207,9 +207,10 @@ class WorkerReport:
     cpu_s: float = 0.0
 
 
-def split(workers: int) -> list[int]:
-    """Tasks per process: W workers over min(W, CPUs) processes, as evenly as can be."""
-    procs = max(1, min(workers, cpus()))
+def split(workers: int, processes: int | None = None) -> list[int]:
+    """Tasks per process: W workers over ``processes`` (default min(W, CPUs)), as evenly as
+    can be."""
+    procs = max(1, min(workers, processes or cpus()))
     return [workers // procs + (1 if i < workers % procs else 0) for i in range(procs)]
 
 
@@ -234,16 +235,17 @@ def _child(
 
 
 def run_workers(
-    target: WorkerMain, spec: dict[str, Any], workers: int
+    target: WorkerMain, spec: dict[str, Any], workers: int, processes: int | None = None
 ) -> tuple[list[WorkerReport], float]:
-    """Start the worker processes, release them together; their reports and the start instant.
+    """Start the worker processes (``processes``, default min(W, CPUs)), release them together;
+    their reports and the start instant.
 
     ``target(spec, tasks, name, ready)`` runs in each process: it connects its
     ``tasks`` workers, calls ``ready()`` (which returns when every process is
     ready), drains, and returns its report.
     """
     ctx = mp.get_context("spawn")
-    shares = split(workers)
+    shares = split(workers, processes)
     barrier = ctx.Barrier(len(shares) + 1)
     out = ctx.Queue()
     procs = [

@@ -22,6 +22,9 @@
 * ``procrastinate``: one worker per process with ``concurrency`` = its share of W,
   a no-op task, ``run_worker_async(wait=False)``; pushed with ``defer_async`` and
   ``batch_defer_async``.
+* ``sdk``, ``cli-true`` and ``xargs-true``: what users run (bench/users.py): the
+  SDK's ``Worker`` with its defaults, ``leaseq worker -- true``, and the machine's
+  spawn ceiling beside it.
 
 Every run checks its outcome: each lead (job) ran exactly once and the database
 agrees; a run that fails its checks raises, and no figure is reported.
@@ -53,7 +56,7 @@ import psycopg
 from app.config import Settings
 from app.domain.queue import Queue
 from app.store.pool import Database, libpq_url
-from bench import common
+from bench import common, users
 from bench.common import LEASE_TTL_S, SESSION, WorkerReport
 from bench.service import (
     RawPoster,
@@ -81,6 +84,8 @@ class Contender:
 
     @property
     def name(self) -> str:
+        if self.family in USER_RUN:
+            return USER_RUN[self.family][0]
         parts = [self.family]
         if self.servers is not None:
             parts.append(f"{self.servers}proc")
@@ -95,6 +100,8 @@ class Contender:
 
     @property
     def label(self) -> str:
+        if self.family in USER_RUN:
+            return USER_RUN[self.family][1]
         extra = ""
         if self.servers is not None:
             extra = f", {self.servers} uvicorn process{'es' if self.servers > 1 else ''}"
@@ -115,6 +122,12 @@ class Contender:
         return {"pgqueuer": "pgqueuer", "procrastinate": "procrastinate"}.get(self.family, "leaseq")
 
 
+# What users run (bench/users.py), by family: the contender's name and its label.
+USER_RUN = {
+    "sdk": ("sdk", "leaseq.Worker (the SDK), defaults"),
+    "cli": ("cli-true", "leaseq worker -- true"),
+    "xargs": ("xargs-true", "xargs -n 1 true (no queue)"),
+}
 BEFORE = " (before)"  # the mark of a contender served from the older checkout
 BEFORE_SCHEMA = "leaseq_before"  # leaseq's schema as the older checkout's migrations make it
 
@@ -143,6 +156,7 @@ def all_contenders() -> list[Contender]:
     found += [Contender("rawrest", b, next=n) for n in (False, True) for b in (1, 10)]
     found += [Contender("pgqueuer", b) for b in (1, 100)]
     found += [Contender("procrastinate", 1)]
+    found += [Contender(family, 1) for family in USER_RUN]
     return found
 
 
@@ -167,6 +181,7 @@ class RunResult:
     checks: list[str] = field(default_factory=list)
     service_cpu_ms_per_lead: float | None = None  # rest and rawrest: the server's processes
     database_cpu_ms_per_lead: float | None = None  # PostgreSQL's processes (a local server)
+    exit_s: float | None = None  # cli: from its start to its exit (its drain is the ledger's)
 
 
 def singles_of(n: int) -> int:
@@ -731,6 +746,7 @@ def merge(reports: Sequence[WorkerReport]) -> WorkerReport:
 
 
 WORKERS = {
+    "sdk": users.sdk_worker,
     "ceiling": ceiling_worker,
     "core": core_worker,
     "rest": rest_worker,
@@ -747,41 +763,54 @@ def run_once(
     load_before = common.load_avg()
     service: Service | None = None
     service_cpu_ms: float | None = None
-    database_cpu_ms: float | None = None
+    exit_s: float | None = None
+    family = contender.family
     with common.fresh_copy(server_url, template) as url:
         try:
             spec: dict[str, Any] = {"url": url, "batch": contender.batch}
-            family = contender.family
+            ids: list[int] = []
+            bulk = single = 0.0
             if family == "ceiling":
                 ids, bulk, single = asyncio.run(ceiling_push(url, n))
             elif family == "core":
                 spec["ledger"] = contender.ledger
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
-            elif family in ("rest", "rawrest"):
-                if family == "rest":
+            elif family in ("rest", "rawrest", "sdk", "cli"):
+                if family == "rawrest":
+                    service = RawRestService(libpq_url(url))
+                else:
                     service = Service(
                         url,
                         contender.servers or 1,
                         extra_args=["--no-ledger"] if contender.ledger is False else [],
                         source=contender.source,
                     )
-                else:
-                    service = RawRestService(libpq_url(url))
                 service.wait_ready()
                 spec["port"], spec["next"] = service.port, contender.next
-                spec["keyed"] = contender.keyed
+                spec["keyed"], spec["base_url"] = contender.keyed, service.base_url
                 ids, bulk, single = asyncio.run(rest_push(service.base_url, n))
             elif family == "pgqueuer":
                 ids, bulk, single = asyncio.run(pgqueuer_push(url, n))
-            else:
+            elif family == "procrastinate":
                 ids, bulk, single = asyncio.run(procrastinate_push(url, n))
             service_cpu = service.cpu_s() if service is not None else 0.0
             server = common.postmaster(url)
             database_cpu = common.server_cpu_s(server)
-            reports, started = common.run_workers(WORKERS[family], spec, workers)
+            if family == "cli":
+                assert service is not None
+                exit_s, cpu_s = users.cli_worker(service.base_url, workers)
+                done, drain_s = users.ledger_drain(url)
+                reports = [WorkerReport(done_ids=done, cpu_s=cpu_s)]
+            elif family == "xargs":
+                drain_s = users.xargs(n, workers)
+                reports = []
+            else:
+                # The SDK as its users run it: one Worker process of concurrency W.
+                processes = 1 if family == "sdk" else None
+                reports, started = common.run_workers(WORKERS[family], spec, workers, processes)
+                drain_s = merge(reports).finished_at - started
             database_cpu_ms = round((common.server_cpu_s(server) - database_cpu) / n * 1000, 3)
             merged = merge(reports)
-            drain_s = merged.finished_at - started
             if service is not None:
                 service_cpu_ms = round((service.cpu_s() - service_cpu) / n * 1000, 3)
                 service.stop()
@@ -789,6 +818,7 @@ def run_once(
             checks = {
                 "pgqueuer": pgqueuer_checks,
                 "procrastinate": procrastinate_checks,
+                "xargs": xargs_checks,
             }.get(family, leaseq_checks)
             if problems := asyncio.run(checks(url, n, ids, merged.done_ids)):
                 raise RuntimeError(f"{contender.name} W={workers}: " + "; ".join(problems))
@@ -812,7 +842,16 @@ def run_once(
         drain_s=round(drain_s, 3),
         load_before=load_before,
         load_after=common.load_avg(),
-        checks=["each lead ran exactly once", "database agrees"],
+        checks=["xargs exited 0"] if family == "xargs" else CHECKED,
         service_cpu_ms_per_lead=service_cpu_ms,
         database_cpu_ms_per_lead=database_cpu_ms,
+        exit_s=None if exit_s is None else round(exit_s, 3),
     )
+
+
+CHECKED = ["each lead ran exactly once", "database agrees"]
+
+
+async def xargs_checks(url: str, n: int, ids: Sequence[int], done: Sequence[int]) -> list[str]:
+    """Nothing to check beyond xargs' exit status (``users.xargs`` raises on a failure)."""
+    return []

@@ -200,3 +200,31 @@ async def test_without_retries_a_lost_answer_is_unavailable_naming_the_url() -> 
     async with serving(hang_up) as (url, _), AsyncClient(url, retry_policy=NO_RETRY) as client:
         with pytest.raises(Unavailable, match=url):
             await client.sweep("s")
+
+
+async def test_the_environments_proxy_carries_the_request_and_no_proxy_bypasses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As httpx's clients honour HTTP_PROXY and NO_PROXY, so does the default transport."""
+    lines: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line, _, _ = await read_request(reader)
+        lines.append(line)
+        writer.write(response(200, b"{}"))
+        await writer.drain()
+
+    async with serving(proxy) as (proxy_url, _), serving(proxy) as (direct_url, _):
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        transport = AioHttpTransport()
+        try:
+            through = await transport.handle_async_request(request("http://leaseq.test"))
+            bypassed = await transport.handle_async_request(request(direct_url))
+        finally:
+            await transport.aclose()
+    assert (through.status_code, bypassed.status_code) == (200, 200)
+    assert lines == [
+        b"POST http://leaseq.test/complete?x=1 HTTP/1.1",
+        b"POST /complete?x=1 HTTP/1.1",
+    ]

@@ -19,6 +19,8 @@ httpx's pool holds.
 
 from __future__ import annotations
 
+import urllib.request
+
 import aiohttp
 import httpx
 
@@ -31,6 +33,7 @@ class AioHttpTransport(httpx.AsyncBaseTransport):
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[tuple[str, str], str | None] = {}  # by scheme and host
 
     def _opened(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -39,7 +42,6 @@ class AioHttpTransport(httpx.AsyncBaseTransport):
             connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, keepalive_timeout=15)
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                trust_env=True,  # HTTP_PROXY, NO_PROXY and .netrc, as httpx's clients read them
                 auto_decompress=False,  # httpx.Response decodes what Content-Encoding says
                 skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
             )
@@ -47,6 +49,9 @@ class AioHttpTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeout = _timeout_of(request)
+        origin = (request.url.scheme, request.url.host)
+        if origin not in self._proxies:
+            self._proxies[origin] = _proxy_for(*origin)
         headers = [
             (name.decode("latin-1"), text.decode("latin-1")) for name, text in request.headers.raw
         ]
@@ -58,6 +63,7 @@ class AioHttpTransport(httpx.AsyncBaseTransport):
                 data=request.content,
                 timeout=timeout,
                 allow_redirects=_REDIRECTS_OFF,
+                proxy=self._proxies[origin],
             ) as answer:
                 content = await answer.read()
                 raw_headers = answer.raw_headers
@@ -87,6 +93,16 @@ class AioHttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy the environment names for ``scheme`` and ``host`` (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``NO_PROXY``), as httpx's clients honour it; read once per origin, not
+    per request (aiohttp's own ``trust_env`` reads it in a thread for every request)."""
+    proxy = urllib.request.getproxies_environment().get(scheme)
+    if proxy is None or urllib.request.proxy_bypass(host):
+        return None
+    return proxy
 
 
 def _timeout_of(request: httpx.Request) -> aiohttp.ClientTimeout:
