@@ -48,19 +48,25 @@ WORKER_TIMEOUT_S = 900.0
 # -- the machine --------------------------------------------------------------
 
 
-def postmaster(url: str) -> psutil.Process:
-    """The postmaster of the server at ``url`` (the parent of a backend of ours)."""
+def postmaster(url: str) -> psutil.Process | None:
+    """The postmaster of the server at ``url`` (the parent of a backend of ours); None when
+    it is not a process of this machine (a container's, another host's)."""
     with psycopg.connect(libpq_url(url)) as conn:  # the backend lives while it is open
         [(pid,)] = conn.execute("SELECT pg_backend_pid()").fetchall()
-        parent = psutil.Process(pid).parent()
-    assert parent is not None
+        try:
+            backend = psutil.Process(pid)
+            parent = backend.parent() if "postgres" in backend.name() else None
+        except psutil.Error:
+            parent = None
     return parent
 
 
-def server_cpu_s(postmaster: psutil.Process) -> float:
+def server_cpu_s(postmaster: psutil.Process | None) -> float:
     """CPU seconds of a PostgreSQL server's processes so far: the postmaster's own, its
     children's that have ended (the kernel adds them to it as it reaps them) and those
-    running."""
+    running; 0 for a server not of this machine."""
+    if postmaster is None:
+        return 0.0
     own = postmaster.cpu_times()
     total = own.user + own.system + own.children_user + own.children_system
     for process in postmaster.children():

@@ -809,7 +809,11 @@ def run_once(
                 processes = 1 if family == "sdk" else None
                 reports, started = common.run_workers(WORKERS[family], spec, workers, processes)
                 drain_s = merge(reports).finished_at - started
-            database_cpu_ms = round((common.server_cpu_s(server) - database_cpu) / n * 1000, 3)
+            database_cpu_ms = (
+                round((common.server_cpu_s(server) - database_cpu) / n * 1000, 3)
+                if server is not None
+                else None
+            )
             merged = merge(reports)
             if service is not None:
                 service_cpu_ms = round((service.cpu_s() - service_cpu) / n * 1000, 3)

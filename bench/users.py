@@ -104,8 +104,9 @@ def ledger_drain(url: str) -> tuple[list[int], float]:
 def xargs(n: int, workers: int) -> float:
     """Seconds to run ``true`` N times, W at a time, by ``xargs``."""
     began = time.perf_counter()
-    seq = subprocess.Popen(["seq", str(n)], stdout=subprocess.PIPE)
-    subprocess.run(["xargs", "-P", str(workers), "-n", "1", "true"], stdin=seq.stdout, check=True)
-    if seq.wait() != 0:
+    with subprocess.Popen(["seq", str(n)], stdout=subprocess.PIPE) as seq:
+        argv = ["xargs", "-P", str(workers), "-n", "1", "true"]
+        subprocess.run(argv, stdin=seq.stdout, check=True)
+    if seq.returncode != 0:
         raise RuntimeError("seq failed")
     return time.perf_counter() - began

@@ -113,7 +113,7 @@ def test_the_next_loop_drains_raw_rest_once_each(
 class IgnoresNext:
     """A service that answers a complete as if it had no ``next``."""
 
-    async def post(self, path: str, body: Any) -> Any:
+    async def post(self, path: str, body: Any, key: str | None = None) -> Any:
         if path == "/lease":
             return {"leases": [{"lead": {"id": 1}, "token": "t"}]}
         return {"lead": {"id": body["lead_id"]}}
@@ -146,6 +146,43 @@ def test_every_rest_hop_target_is_reported_met_missed_or_not_measured() -> None:
     assert found["rest-1proc-b1 lease p99 < 50 ms at W=16"]["met"] is True
     assert found["rest-1proc-next-b1 lease p99 < 50 ms at W=16"]["met"] is None
     assert "NOT MEASURED" in cli.targets_markdown(list(found.values()))
+
+
+def test_the_targets_of_what_users_run_are_reported() -> None:
+    rate = {
+        ("sdk", 4): 500.0,
+        ("rest-1proc-next-keyed-b1", 4): 520.0,
+        ("procrastinate-b1", 4): 510.0,
+        ("cli-true", 4): 270.0,
+        ("xargs-true", 4): 1000.0,
+    }
+    found = {t["target"]: t for t in cli.hop_targets(rate, {})}
+    assert found["sdk >= 0.9 x bare REST loop (next, keyed) at W=4"]["met"] is True
+    assert found["sdk ahead of procrastinate b1 at W=4"]["met"] is False
+    assert found["stretch: sdk ahead of pgqueuer b1 at W=16"]["met"] is None
+    assert (
+        found[
+            f"cli-true >= 5 x {cli.CLI_TRUE_BEFORE} leads/s (leaseq worker before round 3) at W=4"
+        ]["met"]
+        is True
+    )
+    assert found["cli-true >= 0.3 x xargs-true at W=4"]["figures"]["ratio"] == 0.27
+
+
+@pytest.mark.parametrize("family", ["sdk", "cli", "xargs"])
+def test_what_users_run_drains_every_lead_once_and_is_measured(
+    server_url: str, template_db: str, family: str
+) -> None:
+    """The SDK's Worker and `leaseq worker -- true` against a real `leaseq serve` (each lead
+    completed once, by the ledger), and xargs beside them."""
+    result = contenders.run_once(contenders.Contender(family, 1), server_url, template_db, 30, 2, 0)
+    assert result.leads == 30 and result.drain_per_s > 0 and result.drain_s > 0
+    if family == "xargs":
+        assert result.checks == ["xargs exited 0"] and result.service_cpu_ms_per_lead is None
+        return
+    assert result.checks == contenders.CHECKED
+    assert result.client_cpu_ms_per_lead > 0 and result.service_cpu_ms_per_lead is not None
+    assert (result.exit_s is not None) == (family == "cli")
 
 
 def _run(name: str, repeat: int, rate: float) -> contenders.RunResult:

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -71,11 +72,13 @@ def lead_variables(job: Job, checkpoint_file: Path | None = None) -> dict[str, s
 
 class CheckpointFile:
     """The file of one run through which a command reads its lead's checkpoint and leaves its
-    own: in a folder of its own (owner only), removed after the run. Read when a renewal is
-    about to go (``Checkpoints.source``) and once the command has exited: no polling."""
+    own, in its slot's folder (owner only; ``GuardProcess.folder``), emptied after the run.
+    Read when a renewal is about to go (``Checkpoints.source``) and once the command has
+    exited: no polling. A folder per slot, not per lead: making and removing a folder
+    cost a command's worker a fifth of its CPU per lead."""
 
-    def __init__(self, job: Job) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="leaseq-checkpoint-"))
+    def __init__(self, job: Job, folder: Path) -> None:
+        self.folder = folder
         self.path = self.folder / "checkpoint.json"
         if job.saved_checkpoint is not None:
             self.path.write_text(json.dumps(job.saved_checkpoint))
@@ -102,17 +105,22 @@ class CheckpointFile:
             log.warning("lead %d: the checkpoint file holds no JSON checkpoint: %s", job.id, exc)
 
     def close(self) -> None:
-        """Remove the folder: two calls when it holds the checkpoint alone, or nothing."""
+        """Empty the folder for the slot's next lead: one call when it holds the checkpoint
+        alone; anything else the command left there is removed too."""
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-        try:
-            self.folder.rmdir()
-        except OSError:  # the command left more there
-            shutil.rmtree(self.folder, ignore_errors=True)
+        with os.scandir(self.folder) as left:
+            for entry in left:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
 
 
 class GuardGone(Exception):
-    """A guard ended (killed, or it failed): its command died with it (its parent-death signal)."""
+    """A guard ended (killed, or it failed) while it ran a command: the worker ends the
+    command's process group itself (``GuardProcess.kill``)."""
 
 
 class GuardProcess:
@@ -125,6 +133,10 @@ class GuardProcess:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = mine
+        self.command: int | None = None  # the running command's pid, and its process group
+        self.reusable = False  # its last command's tree is gone: it may take the next lead
+        # Where its commands find and leave their checkpoints (CheckpointFile), owner only.
+        self.folder = Path(tempfile.mkdtemp(prefix="leaseq-checkpoint-"))
         with theirs:
             self.process = subprocess.Popen(
                 [
@@ -171,13 +183,21 @@ class GuardProcess:
                 return code
 
     def kill(self) -> None:
+        """SIGKILL to the guard, and to the process group of the command it ran, if any: a
+        guard that is gone can no longer end it."""
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
+        if self.command is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.command, signal.SIGKILL)
+            self.command = None
         self.close()
 
     def close(self) -> None:
-        """Closing its socket ends an idle guard (and, were one running, its command's tree)."""
+        """Closing its socket ends an idle guard (and, were one running, its command's tree);
+        its checkpoint folder goes."""
         self.sock.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     async def wait(self) -> None:
         """Until the guard has exited (and is reaped): a thread, once per guard's end."""
@@ -305,14 +325,20 @@ class Command:
         self._idle: list[GuardProcess] = []  # guards between leads
 
     async def __call__(self, job: Job) -> JSON:
-        checkpoints = CheckpointFile(job)
+        slot = self._guard()
+        checkpoints = CheckpointFile(job, slot.folder)
         job.checkpoints.source = lambda: checkpoints.collect(job)
         try:
-            return await self._run(job, checkpoints.path)
+            return await self._run(job, slot, checkpoints.path)
         finally:
             job.checkpoints.source = None
             checkpoints.collect(job)  # its last word, for a release that may follow
-            checkpoints.close()
+            if slot.reusable:  # nothing of the command is left: the slot takes the next lead
+                checkpoints.close()
+                self._idle.append(slot)
+            elif slot.sock.fileno() >= 0:  # left mid-way (nothing else ended it): end it all
+                slot.kill()
+                await slot.wait()
 
     async def aclose(self) -> None:
         """End the idle guards (each exits once its socket closes)."""
@@ -329,12 +355,13 @@ class Command:
 
     def _guard(self) -> GuardProcess:
         if self._idle:
-            return self._idle.pop()
+            slot = self._idle.pop()
+            slot.reusable = False
+            return slot
         return GuardProcess(self.argv, without_secrets(self.env))
 
-    async def _run(self, job: Job, checkpoint_file: Path) -> JSON:
+    async def _run(self, job: Job, slot: GuardProcess, checkpoint_file: Path) -> JSON:
         grace = job.kill_grace_s if self.kill_grace_s is None else self.kill_grace_s
-        slot = self._guard()
         pipes = Pipes(json.dumps(job.payload).encode())
         status: int | None = None  # the command's exit code, once its tree is gone
         started: dict[str, Any] = {}
@@ -347,7 +374,9 @@ class Command:
                 pipes.close_theirs()
             started = await slot.answer()
             if "cannot_start" not in started:
+                slot.command = started["pid"]
                 status = await slot.until_exit()
+                slot.command = None
                 stdout, stderr = await pipes.read()
         except GuardGone as exc:
             slot.kill()
@@ -357,11 +386,11 @@ class Command:
             if status is None and "cannot_start" not in started:
                 await self._stop(slot, job, grace)
             else:  # nothing of the command is left: the guard waits for the next lead
-                self._idle.append(slot)
+                slot.reusable = True
             raise
         finally:
             pipes.close()
-        self._idle.append(slot)
+        slot.reusable = True
         if "cannot_start" in started:
             raise CommandNotStartable(f"cannot start {started['cannot_start']}")
         text = stderr.decode(errors="replace")
@@ -379,14 +408,15 @@ class Command:
         """End the command's tree: at once for a lease refused, else SIGTERM then SIGKILL.
 
         The guard does it, then stays for the next lead; if it does not answer in
-        time, it gets SIGKILL, and the command with it (its parent-death signal).
+        time, it gets SIGKILL, and the command's process group with it.
         """
         how = "now" if job.cancel_token.reason is StopReason.LOST else "term"
         try:
             slot.send({"stop": how})
             async with asyncio.timeout(grace + GUARD_SETTLE_S):
                 await slot.until_exit()
-            self._idle.append(slot)
+            slot.command = None
+            slot.reusable = True
             return
         except TimeoutError:
             log.error("lead %d: the guard of its command did not end it; killing it", job.id)

@@ -13,9 +13,12 @@ COMMAND...``). The guard
 * is a child subreaper (``PR_SET_CHILD_SUBREAPER``): a process of a
   command's tree whose parent exits is re-parented to the guard, not to init,
   so no descendant escapes it by daemonizing (``setsid`` included);
-* starts each command in a process group of its own, with the parent-death
-  signal SIGKILL (should the guard itself be killed), on the stdin, stdout
-  and stderr the worker passed with the request (``SCM_RIGHTS``);
+* starts each command in a process group of its own (the group's id is the
+  command's pid, which the worker is told: should the guard itself be killed,
+  the worker kills that group), on the stdin, stdout and stderr the worker
+  passed with the request (``SCM_RIGHTS``). No Python runs between the fork and
+  the exec, so the start is a ``vfork`` (about 0.8 ms of CPU with the command's
+  exec, where a ``preexec_fn`` took 2.5 ms);
 * ends every process of the tree (its descendants, found in /proc, and the
   command's process group) when asked to or when the worker dies.
 
@@ -190,7 +193,6 @@ class Guard:
                 stderr=fds[2],
                 env=env,
                 process_group=0,
-                preexec_fn=self._child_setup,
                 close_fds=True,
             )
         except OSError as exc:
@@ -204,12 +206,6 @@ class Guard:
         self._watch()
         self._send({"exit": self._exit_code()})
         self.command = None
-
-    def _child_setup(self) -> None:
-        """In the command's process, before exec: die with the guard."""
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self.pid:
-            os._exit(1)
 
     def _watch(self) -> None:
         """Until the command and every process of its tree are gone."""
