@@ -132,7 +132,8 @@ REQUEST_LATENCY = Histogram(
 GROUP_SIZES = Histogram(
     "leaseq_group_commit_size",
     "Calls that went together in one statement (group commit), by kind (lease, renew, "
-    "complete): 1 for a call that found nothing of its kind running.",
+    "complete, lease_together: keyed leases and completions with next): 1 for a call that "
+    "found nothing of its kind running.",
     ["kind"],
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
     registry=REGISTRY,
@@ -146,7 +147,7 @@ for _outcome in ("requeued", "failed"):
     SWEPT.labels(_outcome)
 for _state in ("checked_out", "size"):
     POOL.labels(_state)
-for _kind in ("lease", "renew", "complete"):
+for _kind in ("lease", "lease_together", "renew", "complete"):
     GROUP_SIZES.labels(_kind)
 
 

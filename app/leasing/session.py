@@ -24,36 +24,17 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-import psycopg
-
 from app import metrics
 from app.domain import idempotency, lease_tokens
 from app.domain.access import in_scope
-from app.domain.queue import MAX_GROUP_ITEMS, Queue, lead_of
+from app.domain.queue import MAX_GROUP_ITEMS, Queue
 from app.leasing.request import LeaseRequest
+from app.leasing.together import Plain, Together, Took, lease_of, take_together
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, execute
 from app.store.statements import Statement
 from leaseq.model import CompleteItem, Lead, Lease
-
-
-def lease_of(row: Mapping[str, Any], ttl_s: float) -> Lease:
-    """A row a lease statement answered (a lead it leased) as the lease.
-
-    A lease whose lead's maximum runtime ends before its ttl is granted only the time to
-    that end (its expiry), so the worker times itself by what it really holds."""
-    ends = row["runtime_ends_at"]
-    if ends is not None and row["lease_expires_at"] == ends:
-        ttl_s = min(ttl_s, max(0.0, (ends - row["updated_at"]).total_seconds()))
-    return Lease(
-        lead=lead_of(row),
-        token=row["lease_token"],
-        attempt=row["attempts"],
-        owner=row["owner"],
-        expires_at=row["lease_expires_at"],
-        ttl_s=ttl_s,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +62,6 @@ def _held_back(leases: list[Lease], gate: Mapping[str, Any]) -> Leased:
     return Leased(leases, capped, next_token_s)
 
 
-@dataclass(frozen=True, slots=True)
-class _Plain:
-    """One caller's plain lease of a session, in a group: its owner, ``max``, ttl and tokens."""
-
-    owner: str
-    max: int
-    ttl: float
-    tokens: list[str]
-
-
 class SessionLeases:
     """The leases of one session at a time, for this process (see the module docstring)."""
 
@@ -100,11 +71,20 @@ class SessionLeases:
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
         # Keyed by session (and instant): one lease statement per session at a time.
-        self._groups: Grouper[tuple[str, datetime | None], _Plain, Leased | None] = Grouper(
+        self._groups: Grouper[tuple[str, datetime | None], Plain, Leased | None] = Grouper(
             self._lease_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: call.max,
             on_group=metrics.GROUP_SIZES.labels("lease").observe,
+            enabled=queue.group_commit,
+        )
+        # Keyed leases and completions with next, by session (and instant): together.py.
+        self._together: Grouper[tuple[str, datetime | None], Together, Took | None] = Grouper(
+            lambda key, calls: take_together(self.queue, *key, calls),
+            max_size=MAX_GROUP_ITEMS,
+            size=lambda call: call.call.max,
+            conflicts=Together.conflicts,
+            on_group=metrics.GROUP_SIZES.labels("lease_together").observe,
             enabled=queue.group_commit,
         )
 
@@ -143,7 +123,7 @@ class SessionLeases:
             return grouped
         return await db.run(lambda conn: self._lease_limited(conn, session, now, call))
 
-    def _lease_next(self, session: str, now: datetime | None, call: _Plain) -> Statement:
+    def _lease_next(self, session: str, now: datetime | None, call: Plain) -> Statement:
         """The plain lease statement of one caller."""
         return statements.lease_next(
             session=session,
@@ -160,11 +140,11 @@ class SessionLeases:
         """The ttl ``request`` is granted: its own, else the service's default."""
         return self.queue.default_ttl_s if request.ttl_s is None else request.ttl_s
 
-    def _call(self, session: str, request: LeaseRequest) -> _Plain:
+    def _call(self, session: str, request: LeaseRequest) -> Plain:
         """``request`` as one caller's lease of ``session``: its ttl and a new token for each
         lead it may take."""
         tokens = [lease_tokens.mint(session) for _ in range(request.max)]
-        return _Plain(request.owner, request.max, self._ttl(request), tokens)
+        return Plain(request.owner, request.max, self._ttl(request), tokens)
 
     async def remembered(self, request: LeaseRequest, now: datetime | None) -> list[Lease]:
         """The leases a keyed request's first try took that are still valid; [] when it has
@@ -200,90 +180,67 @@ class SessionLeases:
         if not in_scope(request.scope, session) or session in self._limited:
             return None
         call = self._call(session, request)
+        took = await self._take(session, now, self._keyed(request, call, item, result))
+        if took is None:
+            return None
+        assert took.lead is not None
+        return took.lead, await self._answered(session, took, request, call, now)
+
+    def _keyed(
+        self,
+        request: LeaseRequest,
+        call: Plain,
+        item: CompleteItem | None = None,
+        result: str | None = None,
+    ) -> Together:
+        """``call`` with its request's key and fingerprint, and the completion it makes first."""
         key = request.idempotency_key
         asked = None if key is None else idempotency.fingerprint(request.stands_for(call.ttl))
-        both = statements.complete_and_lease(
-            lead_id=item.lead_id,
-            token=item.token,
-            status=item.status,
-            result=result,
-            error=item.error,
-            session=session,
-            max=call.max,
-            owner=call.owner,
-            tokens=call.tokens,
-            ttl_s=call.ttl,
-            now=now,
-            ledger=self.queue.ledger_in_statement,
-            ledger_by_row=self.queue.ledger_by_row,
-            notify_ended=self.queue.notify_ended,
-            keyed=key is not None,
-            routed=self.queue.sharded and lease_tokens.session_of(item.token) == session,
-            key=key,
-            request=asked,
-        )
-        try:
-            rows = await self.queue.db.rows(both)
-        except psycopg.errors.UniqueViolation:
-            return None
-        completed = [row for row in rows if row["completion"]]
-        if not completed:
-            return None
-        leased = [row for row in rows if row["completion"] is False]
-        answered = await self._answered(session, rows[0], leased, asked, call.ttl, now)
-        return lead_of(completed[0]), answered
+        return Together(call, key, asked, item, result)
+
+    async def _take(self, session: str, now: datetime | None, call: Together) -> Took | None:
+        """``call`` through the grouper of keyed leases and completions with next; on a cluster
+        alone, routed (together.py)."""
+        if self.queue.sharded:
+            [took] = await take_together(self.queue, session, now, [call])
+            return took
+        return await self._together.submit((session, now), call)
 
     async def _answered(
         self,
         session: str,
-        gate: Mapping[str, Any],
-        leased: Sequence[Mapping[str, Any]],
-        asked: str | None,
-        ttl: float,
+        took: Took,
+        request: LeaseRequest,
+        call: Plain,
         now: datetime | None,
     ) -> Leased | None:
-        """What a lease statement that may be keyed answered (``gate``: any of its rows;
-        ``leased``: the rows of the leads it leased for ``ttl``; ``asked``: the key's
-        fingerprint, None unkeyed): its leases, those the key's first request took that are
-        still valid, or None when the session turned out limited."""
-        if gate["limited"]:
+        """What a keyed or grouped lease took: its leases, those its key's first request took
+        that are still valid, or None when the session turned out limited. Raises
+        InvalidInput when its key was used for another request."""
+        if took.limited:
             self._limited.add(session)
             return None
-        if asked is not None and gate["known_request"] is not None:
-            answer = idempotency.answer_for(asked, gate["known_request"], gate["known_answer"])
+        if took.known is not None and request.idempotency_key is not None:
+            asked = idempotency.fingerprint(request.stands_for(call.ttl))
+            answer = idempotency.answer_for(asked, *took.known)
             return await self.queue.db.run(lambda conn: _decode(conn, answer, now))
-        return Leased([lease_of(row, ttl) for row in leased])
+        return Leased(took.leases)
 
     async def _lease_keyed(
-        self, session: str, request: LeaseRequest, now: datetime | None, call: _Plain
+        self, session: str, request: LeaseRequest, now: datetime | None, call: Plain
     ) -> Leased | None:
-        """A keyed lease in one statement (``statements.lease_keyed``): the leases it took,
-        or those the key's first request took that are still valid. None when the session
-        turned out limited, or a first try with the same key committed while this one ran:
-        the caller then leases through ``idempotency.once``'s transaction."""
-        key: str = request.idempotency_key  # type: ignore[assignment]
-        asked = idempotency.fingerprint(request.stands_for(call.ttl))
-        keyed = statements.lease_keyed(
-            session=session,
-            max=call.max,
-            owner=call.owner,
-            tokens=call.tokens,
-            ttl_s=call.ttl,
-            key=key,
-            request=asked,
-            now=now,
-            ledger=self.queue.ledger_in_statement,
-            ledger_by_row=self.queue.ledger_by_row,
-        )
-        try:
-            rows = await self.queue.db.rows(keyed)
-        except psycopg.errors.UniqueViolation:
+        """A keyed lease in one statement, alone or with others of its session (together.py):
+        the leases it took, or those the key's first request took that are still valid. None
+        when the session turned out limited, or a first try with the same key committed
+        while this one ran: the caller then leases through ``idempotency.once``'s
+        transaction."""
+        took = await self._take(session, now, self._keyed(request, call))
+        if took is None:
             return None
-        leased = [row for row in rows if row["id"] is not None]
-        return await self._answered(session, rows[0], leased, asked, call.ttl, now)
+        return await self._answered(session, took, request, call, now)
 
     async def _lease_one(
-        self, conn: Connection, session: str, now: datetime | None, call: _Plain
+        self, conn: Connection, session: str, now: datetime | None, call: Plain
     ) -> Leased:
         """One lease on ``conn``, not grouped (a keyed lease, a session found limited)."""
         if session not in self._limited:
@@ -294,7 +251,7 @@ class SessionLeases:
         return await self._lease_limited(conn, session, now, call)
 
     async def _lease_group(
-        self, key: tuple[str, datetime | None], calls: Sequence[_Plain]
+        self, key: tuple[str, datetime | None], calls: Sequence[Plain]
     ) -> list[Leased | None]:
         """One lease statement for the callers of one session, each its own leases in its
         turn (``statements.lease_group``; ``lease_next`` for a caller alone). None for every
@@ -327,7 +284,7 @@ class SessionLeases:
         return [Leased(leases) for leases in taken]
 
     async def _lease_limited(
-        self, conn: Connection, session: str, now: datetime | None, call: _Plain
+        self, conn: Connection, session: str, now: datetime | None, call: Plain
     ) -> Leased:
         """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
         async with conn.transaction():

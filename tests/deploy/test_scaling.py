@@ -181,7 +181,7 @@ def statement_names() -> set[str]:
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
-    session_scoped |= {"lease_keyed", "complete_and_lease"}
+    session_scoped |= {"lease_keyed", "complete_and_lease", "lease_together"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}

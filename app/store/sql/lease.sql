@@ -1050,6 +1050,264 @@ LEFT JOIN (
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
 -- ========================================================================================
+-- lease_together
+--
+-- The leases of several callers of one session without limits, in one statement (group
+-- commit), each caller with its own completion first or none: the completions of
+-- ``complete_and_lease`` and the keyed leases of ``lease_keyed``, together.
+--
+-- Caller ``i`` (from 1) completes ``lead_ids[i]`` with its lease token, status, result and
+-- error (a NULL lead id: none), and its key is ``keys[i]`` (NULL: unkeyed). Its slots are
+-- those of ``callers`` equal to ``i``: each with its new lease token (``tokens``), owner,
+-- ttl, key and fingerprint of its request. A caller leases only when its completion went
+-- through (its row is locked by no other transaction: another's holds it up not) and its
+-- key names no request committed before (``known``: each such key's request and answer,
+-- for the caller to hand back what it took); the callers' slots then take the best leads
+-- in their order, as ``lease_group``'s do, and each keyed caller's leases are stored as
+-- its key's answer. A completion row is a lead completed (``completion`` true), a lease
+-- row a lead leased (``completion`` false): by lead id and by token, each caller finds its
+-- own. A limited session leases nothing here (``limited``: the completions are done).
+-- One PostgreSQL only: on a cluster each caller goes alone, routed.
+--
+-- parameters: session, lead_ids, lease_tokens, statuses, results, errors, keys, max, tokens, owners, ttls, callers, slot_keys, slot_requests, now, ledger_by_row, notify_ended
+
+-- name: lease_together (ledger=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
+                         %(results)s::text[], %(errors)s::text[])
+        WITH ORDINALITY AS r(lead_id, token, status, result, error, caller)
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.caller
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+slots AS (
+    -- Each caller's slots, in the order the callers came: those of a caller whose
+    -- completion went through (or who completes nothing) and whose key is new.
+    SELECT row_number() OVER (ORDER BY s.slot) AS n, s.token, s.owner, s.ttl_s, s.key, s.request
+    FROM unnest(%(tokens)s::text[], %(owners)s::text[], %(ttls)s::float8[],
+                %(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        WITH ORDINALITY AS s(token, owner, ttl_s, caller, key, request, slot)
+    WHERE (s.caller IN (SELECT caller FROM completed)
+           OR s.caller IN (SELECT caller FROM req WHERE lead_id IS NULL))
+      AND (s.key IS NULL OR s.key NOT IN (SELECT key FROM known))
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT picks.id, slots.token, slots.owner, slots.ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS picks
+    JOIN slots ON slots.n = picks.n
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
+    -- commits a key meanwhile makes the whole statement fail, leasing nothing).
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
+        'ttl_s', slots.ttl_s,
+        'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
+                            ORDER BY leased.priority DESC, leased.id))
+    FROM leased JOIN slots ON slots.token = leased.lease_token
+    WHERE slots.key IS NOT NULL
+    GROUP BY slots.key, slots.request, slots.ttl_s
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT jsonb_object_agg(key, jsonb_build_array(request, answer)) FROM known)
+                 AS known) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: lease_together (ledger=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+req AS (
+    SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
+                         %(results)s::text[], %(errors)s::text[])
+        WITH ORDINALITY AS r(lead_id, token, status, result, error, caller)
+),
+locked AS MATERIALIZED (
+    SELECT l.id FROM req JOIN leads AS l ON l.id = req.lead_id
+    WHERE l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    FOR UPDATE OF l SKIP LOCKED
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
+    RETURNING l.*, req.caller
+),
+known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+slots AS (
+    -- Each caller's slots, in the order the callers came: those of a caller whose
+    -- completion went through (or who completes nothing) and whose key is new.
+    SELECT row_number() OVER (ORDER BY s.slot) AS n, s.token, s.owner, s.ttl_s, s.key, s.request
+    FROM unnest(%(tokens)s::text[], %(owners)s::text[], %(ttls)s::float8[],
+                %(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        WITH ORDINALITY AS s(token, owner, ttl_s, caller, key, request, slot)
+    WHERE (s.caller IN (SELECT caller FROM completed)
+           OR s.caller IN (SELECT caller FROM req WHERE lead_id IS NULL))
+      AND (s.key IS NULL OR s.key NOT IN (SELECT key FROM known))
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    SELECT picks.id, slots.token, slots.owner, slots.ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS picks
+    JOIN slots ON slots.n = picks.n
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
+    -- commits a key meanwhile makes the whole statement fail, leasing nothing).
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
+        'ttl_s', slots.ttl_s,
+        'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
+                            ORDER BY leased.priority DESC, leased.id))
+    FROM leased JOIN slots ON slots.token = leased.lease_token
+    WHERE slots.key IS NOT NULL
+    GROUP BY slots.key, slots.request, slots.ttl_s
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT jsonb_object_agg(key, jsonb_build_array(request, answer)) FROM known)
+                 AS known) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- ========================================================================================
 -- lease_group
 --
 -- ``lease_next`` for several callers of one session at once (group commit).

@@ -17,9 +17,11 @@ from app.store.statements.fragments import (
     LOCKED_NOW,
     NOTIFY_CHANNEL,
     NOW,
+    ONLY_LOCKED,
     SETTINGS,
     VALID_LEASE,
     ledger_rows,
+    locked_rows,
     logged,
     only_session,
     plus_seconds,
@@ -220,6 +222,112 @@ def complete_and_lease(
     """
 
 
+def _lease_together(ledger: bool) -> str:
+    """The text of ``lease_together``."""
+    callers = f"""req AS (
+    SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
+                         %(results)s::text[], %(errors)s::text[])
+        WITH ORDINALITY AS r(lead_id, token, status, result, error, caller)
+),{locked_rows(False)}
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = {NOW}, {logged("completed")}
+    FROM req
+    WHERE l.id = req.lead_id AND {VALID_LEASE}{ONLY_LOCKED}
+    RETURNING l.*, req.caller
+){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
+known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+slots AS (
+    -- Each caller's slots, in the order the callers came: those of a caller whose
+    -- completion went through (or who completes nothing) and whose key is new.
+    SELECT row_number() OVER (ORDER BY s.slot) AS n, s.token, s.owner, s.ttl_s, s.key, s.request
+    FROM unnest(%(tokens)s::text[], %(owners)s::text[], %(ttls)s::float8[],
+                %(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        WITH ORDINALITY AS s(token, owner, ttl_s, caller, key, request, slot)
+    WHERE (s.caller IN (SELECT caller FROM completed)
+           OR s.caller IN (SELECT caller FROM req WHERE lead_id IS NULL))
+      AND (s.key IS NULL OR s.key NOT IN (SELECT key FROM known))
+),
+"""
+    remembered = f""",
+remembered AS (
+    -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
+    -- commits a key meanwhile makes the whole statement fail, leasing nothing).
+    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
+    SELECT 'lease', slots.key, slots.request, {NOW}, jsonb_build_object(
+        'ttl_s', slots.ttl_s,
+        'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
+                            ORDER BY leased.priority DESC, leased.id))
+    FROM leased JOIN slots ON slots.token = leased.lease_token
+    WHERE slots.key IS NOT NULL
+    GROUP BY slots.key, slots.request, slots.ttl_s
+)"""
+    return _claim_and_lease(
+        ledger,
+        clock=NOW,
+        before=callers + _limited_gate(),
+        only_if="AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited)",
+        limit="%(max)s",
+        after=remembered,
+        slotted=True,
+        answer=f"""SELECT answered.*, gate.*, {ended_notice("completed")}
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT jsonb_object_agg(key, jsonb_build_array(request, answer)) FROM known)
+                 AS known) AS gate
+LEFT JOIN (
+    SELECT true AS completion, {LEASE_COLUMNS} FROM completed
+    UNION ALL
+    SELECT false AS completion, {LEASE_COLUMNS} FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id""",
+    )
+
+
+@statement(_lease_together, ledger=BOTH)
+def lease_together(
+    *,
+    session: str,
+    lead_ids: list[int | None],
+    lease_tokens: list[str | None],
+    statuses: list[str | None],
+    results: list[str | None],
+    errors: list[str | None],
+    keys: list[str | None],
+    max: int,
+    tokens: list[str],
+    owners: list[str],
+    ttls: list[float],
+    callers: list[int],
+    slot_keys: list[str | None],
+    slot_requests: list[str | None],
+    now: datetime | None,
+    ledger: bool,
+    ledger_by_row: bool = False,
+    notify_ended: bool = False,
+) -> None:
+    """The leases of several callers of one session without limits, in one statement (group
+    commit), each caller with its own completion first or none: the completions of
+    ``complete_and_lease`` and the keyed leases of ``lease_keyed``, together.
+
+    Caller ``i`` (from 1) completes ``lead_ids[i]`` with its lease token, status, result and
+    error (a NULL lead id: none), and its key is ``keys[i]`` (NULL: unkeyed). Its slots are
+    those of ``callers`` equal to ``i``: each with its new lease token (``tokens``), owner,
+    ttl, key and fingerprint of its request. A caller leases only when its completion went
+    through (its row is locked by no other transaction: another's holds it up not) and its
+    key names no request committed before (``known``: each such key's request and answer,
+    for the caller to hand back what it took); the callers' slots then take the best leads
+    in their order, as ``lease_group``'s do, and each keyed caller's leases are stored as
+    its key's answer. A completion row is a lead completed (``completion`` true), a lease
+    row a lead leased (``completion`` false): by lead id and by token, each caller finds its
+    own. A limited session leases nothing here (``limited``: the completions are done).
+    One PostgreSQL only: on a cluster each caller goes alone, routed.
+    """
+
+
 def _limited_gate() -> str:
     """The CTE that finds a session with a cap or a rate (``lease_next``, ``lease_group``)."""
     return f"""limited AS (
@@ -292,6 +400,7 @@ def _claim_and_lease(
     answer: str,
     holder: tuple[str, str] = _ONE_HOLDER,
     picked: str | None = None,
+    slotted: bool = False,
 ) -> str:
     """The body of ``lease_next``, ``lease_limited`` and ``lease_group``: ``before`` (CTEs), the
     claim of up to ``limit`` leads when ``only_if`` holds, the lease, ``after`` (CTEs), then
@@ -299,6 +408,8 @@ def _claim_and_lease(
     ``holder``: owner and ttl expressions). ``clock`` is the SQL for the instant the lease
     is taken at (``NOW``, or ``LOCKED_NOW`` after a lock). ``picked``: how the leads are
     chosen among the candidates (``_KEYED_PICK``); by default the best ``limit``.
+    ``slotted``: lead ``n`` goes to row ``n`` of a CTE ``slots`` of ``before`` (its ``n``,
+    ``token``, ``owner`` and ``ttl_s``), and leads beyond its last row are not leased.
 
     A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
     maximum runtime (``_RUNTIME_S`` after ``clock``), and its lease never lasts past it."""
@@ -334,10 +445,7 @@ picked AS (
     {picked}
 ),
 numbered AS (
-    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
-    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
-    SELECT id, (%(tokens)s::text[])[n] AS token, {owner} AS owner, {ttl} AS ttl_s
-    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+    {_SLOTTED if slotted else _NUMBERED.format(owner=owner, ttl=ttl)}
 ),
 promoted AS (
     UPDATE leads AS l SET scheduled = false
@@ -357,6 +465,15 @@ leased AS (
 ){after}{ledger_cte}
 {answer}
 """
+
+
+_NUMBERED = """-- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, {owner} AS owner, {ttl} AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots"""
+_SLOTTED = """SELECT picks.id, slots.token, slots.owner, slots.ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS picks
+    JOIN slots ON slots.n = picks.n"""
 
 
 # -- flow control (docs/contract.md#flow-control): named fragments of the lease statements --
