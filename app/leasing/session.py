@@ -82,7 +82,7 @@ class SessionLeases:
         self._together: Grouper[tuple[str, datetime | None], Together, Took | None] = Grouper(
             lambda key, calls: take_together(self.queue, *key, calls),
             max_size=MAX_GROUP_ITEMS,
-            size=lambda call: call.call.max,
+            size=Together.size,
             conflicts=Together.conflicts,
             on_group=metrics.GROUP_SIZES.labels("lease_together").observe,
             enabled=queue.group_commit,
@@ -180,23 +180,27 @@ class SessionLeases:
         if not in_scope(request.scope, session) or session in self._limited:
             return None
         call = self._call(session, request)
-        took = await self._take(session, now, self._keyed(request, call, item, result))
+        together = self._keyed(request, call, [item], [result], gated=True)
+        took = await self._take(session, now, together)
         if took is None:
             return None
-        assert took.lead is not None
-        return took.lead, await self._answered(session, took, request, call, now)
+        [lead] = took.completed.values()
+        return lead, await self._answered(session, took, request, call, now)
 
     def _keyed(
         self,
         request: LeaseRequest,
         call: Plain,
-        item: CompleteItem | None = None,
-        result: str | None = None,
+        items: Sequence[CompleteItem] = (),
+        results: Sequence[str | None] = (),
+        *,
+        gated: bool = False,
     ) -> Together:
-        """``call`` with its request's key and fingerprint, and the completion it makes first."""
+        """``call`` with its request's key and fingerprint, and the completions it makes
+        first."""
         key = request.idempotency_key
         asked = None if key is None else idempotency.fingerprint(request.stands_for(call.ttl))
-        return Together(call, key, asked, item, result)
+        return Together(call, key, asked, items, results, gated)
 
     async def _take(self, session: str, now: datetime | None, call: Together) -> Took | None:
         """``call`` through the grouper of keyed leases and completions with next; on a cluster

@@ -8,9 +8,10 @@ while one of theirs runs go together as the next (``statements.lease_together``,
 a ``Grouper``), as plain leases and plain completions do: a busy session's workers share
 statements, commits and the ledger's triggers, instead of taking turns for them.
 
-What each caller gets is what its call alone would have got (``Took``): its completion's
-lead, or None when its completion changed nothing (refused, made before, or its row held
-by another transaction: the caller then takes the two steps, which say why); its leases;
+What each caller gets is what its call alone would have got (``Took``): the lead its
+completion completed, or None when its completion changed nothing (refused, made before,
+or its row held by another transaction: the caller then takes the two steps, which say
+why); its leases;
 whether the session turned out limited; and, when its key named a request committed
 before, that request and its answer. Callers are served in their order: the first gets the
 best leads. Two calls on one lead, or with one key, never share a statement. A statement
@@ -52,30 +53,35 @@ class Plain:
 @dataclass(frozen=True, slots=True)
 class Together:
     """One caller of a group: its lease (``call``), its key and its request's fingerprint
-    (both None: unkeyed), and the completion it makes first (``item``, its result checked
-    as JSON text), or none."""
+    (both None: unkeyed), and the completion it makes first (``items``: one, its result
+    checked as JSON text in ``results``), if any. ``gated``: it leases only when that
+    completion went through (a completion with ``next``; a keyed lease is not)."""
 
     call: Plain
     key: str | None
     asked: str | None
-    item: CompleteItem | None = None
-    result: str | None = None
+    items: Sequence[CompleteItem] = ()
+    results: Sequence[str | None] = ()
+    gated: bool = False
 
     def conflicts(self) -> set[Hashable]:
-        """What another caller of the same statement may not name: its lead, its key."""
-        named: set[Hashable] = set()
-        if self.item is not None:
-            named.add(("lead", self.item.lead_id))
+        """What another caller of the same statement may not name: its leads, its key."""
+        named: set[Hashable] = {("lead", item.lead_id) for item in self.items}
         if self.key is not None:
             named.add(("key", self.key))
         return named
 
+    def size(self) -> int:
+        """What it adds to a group: its leads to lease and its leads to complete."""
+        return self.call.max + len(self.items)
+
 
 @dataclass(frozen=True, slots=True)
 class Took:
-    """What one caller's lease took (the module docstring)."""
+    """What one caller's lease took (the module docstring): ``completed``, the leads its
+    items completed, by lead id and lease token."""
 
-    lead: Lead | None = None
+    completed: Mapping[tuple[int, str], Lead] = field(default_factory=dict)
     leases: list[Lease] = field(default_factory=list)
     limited: bool = False
     known: tuple[str, Any] | None = None  # its key's first request and answer
@@ -116,7 +122,9 @@ async def take_together(
         known = gate["known"] or {}
     else:  # one caller alone (complete_and_lease, lease_keyed): its key's, if keyed
         known = {calls[0].key: [gate.get("known_request"), gate.get("known_answer")]}
-    completed = {row["id"]: row for row in rows if row.get("completion")}
+    completed = {
+        (row["id"], row["lease_token"]): lead_of(row) for row in rows if row.get("completion")
+    }
     caller_of = {token: i for i, call in enumerate(calls) for token in call.call.tokens}
     leases: list[list[Lease]] = [[] for _ in calls]
     for row in rows:
@@ -128,35 +136,37 @@ async def take_together(
 
 def _took(
     call: Together,
-    completed: Mapping[int, Row],
+    completed: Mapping[tuple[int, str], Lead],
     leases: list[Lease],
     gate: Row,
     known: Mapping[Any, Any],
 ) -> Took | None:
-    lead = None
-    if call.item is not None:
-        row = completed.get(call.item.lead_id)
-        if row is None:
-            return None
-        lead = lead_of(row)
+    mine = {
+        (item.lead_id, item.token): completed[item.lead_id, item.token]
+        for item in call.items
+        if (item.lead_id, item.token) in completed
+    }
+    if call.gated and not mine:
+        return None
     remembered = known.get(call.key) if call.key is not None else None
     first = None
     if remembered is not None and remembered[0] is not None:
         first = (remembered[0], remembered[1])
-    return Took(lead, leases, bool(gate["limited"]), first)
+    return Took(mine, leases, bool(gate["limited"]), first)
 
 
 def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> Statement | None:
-    """The statement of one caller alone; None for an unkeyed lease without a completion
-    (not a caller of this grouper)."""
+    """The statement of one caller alone: its completion with ``next``
+    (``complete_and_lease``), or its keyed lease (``lease_keyed``); None for any other
+    (``lease_together`` with one caller)."""
     lease = call.call
-    if call.item is not None:
-        item = call.item
+    if call.gated:
+        [item], [result] = call.items, call.results
         return statements.complete_and_lease(
             lead_id=item.lead_id,
             token=item.token,
             status=item.status,
-            result=call.result,
+            result=result,
             error=item.error,
             session=session,
             max=lease.max,
@@ -172,7 +182,7 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
             key=call.key,
             request=call.asked,
         )
-    if call.key is None:
+    if call.items or call.key is None:
         return None
     return statements.lease_keyed(
         session=session,
@@ -191,17 +201,19 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
 def _together(
     queue: Queue, session: str, now: datetime | None, calls: Sequence[Together]
 ) -> Statement:
-    """``statements.lease_together`` for ``calls``: caller i's arrays at position i, its slots
-    in order after the slots of the callers before it."""
-    items = [call.item for call in calls]
+    """``statements.lease_together`` for ``calls``: caller i's (from 1) items, its gate and
+    key, and its slots in order after the slots of the callers before it."""
+    items = [(i + 1, item) for i, call in enumerate(calls) for item in call.items]
     slots = [(i + 1, call) for i, call in enumerate(calls) for _ in range(call.call.max)]
     return statements.lease_together(
         session=session,
-        lead_ids=[None if item is None else item.lead_id for item in items],
-        lease_tokens=[None if item is None else item.token for item in items],
-        statuses=[None if item is None else item.status for item in items],
-        results=[call.result for call in calls],
-        errors=[None if item is None else item.error for item in items],
+        lead_ids=[item.lead_id for _, item in items],
+        lease_tokens=[item.token for _, item in items],
+        statuses=[item.status for _, item in items],
+        results=list(chain.from_iterable(call.results for call in calls)),
+        errors=[item.error for _, item in items],
+        item_callers=[i for i, _ in items],
+        gated=[call.gated for call in calls],
         keys=[call.key for call in calls],
         max=len(slots),
         tokens=list(chain.from_iterable(call.call.tokens for call in calls)),

@@ -21,7 +21,6 @@ from app.store.statements.fragments import (
     SETTINGS,
     VALID_LEASE,
     ledger_rows,
-    locked_rows,
     logged,
     only_session,
     plus_seconds,
@@ -226,9 +225,23 @@ def _lease_together(ledger: bool) -> str:
     """The text of ``lease_together``."""
     callers = f"""req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
-                         %(results)s::text[], %(errors)s::text[])
-        WITH ORDINALITY AS r(lead_id, token, status, result, error, caller)
-),{locked_rows(False)}
+                         %(results)s::text[], %(errors)s::text[], %(item_callers)s::bigint[])
+        AS r(lead_id, token, status, result, error, caller)
+),
+ungated AS (
+    -- The callers whose lease no completion gates: a keyed lease alone.
+    SELECT caller FROM unnest(%(gated)s::bool[]) WITH ORDINALITY AS c(gated, caller)
+    WHERE NOT gated
+),
+locked AS MATERIALIZED (
+    -- The rows of the items' valid leases, locked, skipping those another transaction
+    -- holds (locked_rows' rule); each found by its id, so the cost follows the items, not
+    -- the leases held (nor the dead index entries of the ones ended since the last vacuum).
+    SELECT valid.id FROM req CROSS JOIN LATERAL (
+        SELECT l.id FROM leads AS l WHERE l.id = req.lead_id AND {VALID_LEASE}
+        FOR UPDATE OF l SKIP LOCKED
+    ) AS valid
+),
 completed AS (
     UPDATE leads AS l
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
@@ -243,13 +256,12 @@ known AS (
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
-    -- completion went through (or who completes nothing) and whose key is new.
+    -- completion went through (or who is not gated by one) and whose key is new.
     SELECT row_number() OVER (ORDER BY s.slot) AS n, s.token, s.owner, s.ttl_s, s.key, s.request
     FROM unnest(%(tokens)s::text[], %(owners)s::text[], %(ttls)s::float8[],
                 %(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
         WITH ORDINALITY AS s(token, owner, ttl_s, caller, key, request, slot)
-    WHERE (s.caller IN (SELECT caller FROM completed)
-           OR s.caller IN (SELECT caller FROM req WHERE lead_id IS NULL))
+    WHERE (s.caller IN (SELECT caller FROM completed) OR s.caller IN (SELECT caller FROM ungated))
       AND (s.key IS NULL OR s.key NOT IN (SELECT key FROM known))
 ),
 """
@@ -291,11 +303,13 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id""",
 def lease_together(
     *,
     session: str,
-    lead_ids: list[int | None],
-    lease_tokens: list[str | None],
-    statuses: list[str | None],
+    lead_ids: list[int],
+    lease_tokens: list[str],
+    statuses: list[str],
     results: list[str | None],
     errors: list[str | None],
+    item_callers: list[int],
+    gated: list[bool],
     keys: list[str | None],
     max: int,
     tokens: list[str],
@@ -310,21 +324,24 @@ def lease_together(
     notify_ended: bool = False,
 ) -> None:
     """The leases of several callers of one session without limits, in one statement (group
-    commit), each caller with its own completion first or none: the completions of
+    commit), each caller with its own completions first, or none: the completions of
     ``complete_and_lease`` and the keyed leases of ``lease_keyed``, together.
 
-    Caller ``i`` (from 1) completes ``lead_ids[i]`` with its lease token, status, result and
-    error (a NULL lead id: none), and its key is ``keys[i]`` (NULL: unkeyed). Its slots are
-    those of ``callers`` equal to ``i``: each with its new lease token (``tokens``), owner,
-    ttl, key and fingerprint of its request. A caller leases only when its completion went
-    through (its row is locked by no other transaction: another's holds it up not) and its
-    key names no request committed before (``known``: each such key's request and answer,
-    for the caller to hand back what it took); the callers' slots then take the best leads
-    in their order, as ``lease_group``'s do, and each keyed caller's leases are stored as
-    its key's answer. A completion row is a lead completed (``completion`` true), a lease
-    row a lead leased (``completion`` false): by lead id and by token, each caller finds its
-    own. A limited session leases nothing here (``limited``: the completions are done).
-    One PostgreSQL only: on a cluster each caller goes alone, routed.
+    Item ``j`` completes ``lead_ids[j]`` with its lease token, status, result and error, for
+    caller ``item_callers[j]`` (callers count from 1). Caller ``i`` is ``gated[i]`` by its
+    completion (a completion with ``next``: it leases only when that completion went
+    through) or not (a keyed lease: it leases whatever its items' answers, having none),
+    and its key is ``keys[i]`` (NULL: unkeyed). Its slots are those of ``callers`` equal to
+    ``i``: each with its new lease token (``tokens``), owner, ttl, key and fingerprint of
+    its request. A completion's row locked by another transaction is skipped (another's
+    lock holds up not the group). A caller whose key names a request committed before
+    leases nothing (``known``: each such key's request and answer, for the caller to hand
+    back what it took); the slots of the others take the best leads in the callers' order,
+    as ``lease_group``'s do, and each keyed caller's leases are stored as its key's answer.
+    A completion row is a lead completed (``completion`` true, its lease token the item's),
+    a lease row a lead leased (``completion`` false): by lead id and token each caller
+    finds its own. A limited session leases nothing here (``limited``: the completions are
+    done). One PostgreSQL only: on a cluster each caller goes alone, routed.
     """
 
 
