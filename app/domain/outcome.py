@@ -86,9 +86,17 @@ class Outcomes:
         async with listener.waiting_for(lead_id) as waiter:
             # Without a LISTEN of our own a notification would reach nobody: no watch then.
             watched = listener.listens
+            found: Lead | None = None
             if watched:
-                found = await self._watches.submit(None, (waiter_id, lead_id, wait))
-            else:
+                try:
+                    found = await self._watches.submit(None, (waiter_id, lead_id, wait))
+                except Unavailable:
+                    if not self.queue.sharded:
+                        raise
+                    # A watch is a row of every node (a reference table): with one node out
+                    # of reach, the wait goes on at the poll, as long as its lead's is not.
+                    watched = False
+            if not watched:
                 found = await self.queue.get(lead_id)
             try:
                 if found is None:

@@ -50,7 +50,7 @@ from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
 from app.store.statements import Statement
-from leaseq.errors import Conflict, LeaseLost, NotFound
+from leaseq.errors import Conflict, LeaseLost, NotFound, Unavailable
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
     AllCounts,
@@ -896,6 +896,7 @@ class Queue:
         Raises NotFound, or Conflict if the lead is terminal.
         """
         validation.lead_id(lead_id)
+        session = await self.session_of(lead_id)
         return await self._operator(
             statements.cancel(
                 lead_id=lead_id,
@@ -903,6 +904,8 @@ class Queue:
                 ledger=self.ledger_in_statement,
                 ledger_by_row=self.ledger_by_row,
                 notify_ended=self.notify_ended,
+                routed=session is not None,
+                session=session,
             ),
             "terminal",
         )
@@ -913,12 +916,15 @@ class Queue:
         Raises NotFound, or Conflict if the lead is not failed.
         """
         validation.lead_id(lead_id)
+        session = await self.session_of(lead_id)
         return await self._operator(
             statements.retry(
                 lead_id=lead_id,
                 now=now,
                 ledger=self.ledger_in_statement,
                 ledger_by_row=self.ledger_by_row,
+                routed=session is not None,
+                session=session,
             ),
             "not failed",
         )
@@ -968,10 +974,55 @@ class Queue:
     async def get(self, lead_id: int) -> Lead:
         """One lead by id. Raises NotFound."""
         validation.lead_id(lead_id)
-        rows = await self._run(statements.get(lead_id=lead_id))
+        session = await self.session_of(lead_id)
+        rows = await self._run(
+            statements.get(lead_id=lead_id, routed=session is not None, session=session)
+        )
         if not rows:
             raise NotFound(f"no lead {lead_id}")
         return lead_of(rows[0])
+
+    async def session_of(self, lead_id: int) -> str | None:
+        """The session a statement by ``lead_id`` names beside it: None on one PostgreSQL
+        (the lead's id finds it); on a Citus cluster the lead's session, found first
+        (``sessions_of``), so that the statement touches that session's shard alone. Raises
+        NotFound (a lead no node has), Unavailable (a node that may have it is stopped)."""
+        if not self.sharded:
+            return None
+        session = (await self.sessions_of([lead_id])).get(lead_id)
+        if session is None:
+            raise NotFound(f"no lead {lead_id}")
+        return session
+
+    async def sessions_of(self, lead_ids: Iterable[int]) -> dict[int, str]:
+        """The session of each of these leads that exists.
+
+        On a Citus cluster a lead id alone names no shard, and a statement by id reaches every
+        node: one stopped node would fail it for every lead. So each node that holds shards
+        of ``leads`` is asked for its own (``statements.lead_sessions_on_nodes``): a node out
+        of reach fails only the leads no other node has (Unavailable), never the others.
+        """
+        ids = sorted(set(lead_ids))
+        if not ids:
+            return {}
+        if not self.sharded:
+            rows = await self._run(statements.lead_sessions(ids=ids))
+            return {row["id"]: row["session"] for row in rows}
+        found: dict[int, str] = {}
+        unreachable: list[str] = []
+        for row in await self._run(statements.lead_sessions_on_nodes(ids=ids)):
+            if not row["success"]:
+                unreachable.append(f"{row['node']}:{row['port']}")
+                continue
+            for pair in filter(None, (row["result"] or "").split(",")):
+                lead, _, session = pair.partition(" ")
+                found[int(lead)] = session
+        if unreachable and len(found) < len(ids):
+            raise Unavailable(
+                f"database unavailable: node {', '.join(sorted(unreachable))} is out of reach, "
+                "and may hold the lead"
+            )
+        return found
 
     async def stats(self, session: str, *, now: datetime | None = None) -> Counts:
         """Lead counts by status in one session (all zero for an unknown session), with the age

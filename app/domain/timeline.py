@@ -57,11 +57,13 @@ class Timeline:
 async def timeline(queue: Queue, lead_id: int) -> Timeline:
     """A lead and its newest events, oldest first. Raises InvalidInput, NotFound."""
     validation.lead_id(lead_id)
+    routing = await queue.session_of(lead_id)  # on a cluster: its session's shard alone
 
     async def read(conn: Connection) -> tuple[list[Row], list[Row], list[Row]]:
         async with conn.transaction():
             await execute(conn, sql.one_snapshot())
-            leads = await execute(conn, sql.get(lead_id=lead_id))
+            one = sql.get(lead_id=lead_id, routed=routing is not None, session=routing)
+            leads = await execute(conn, one)
             if not leads:
                 return leads, [], []
             session = leads[0]["session"]

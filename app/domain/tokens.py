@@ -28,7 +28,7 @@ import json
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -88,11 +88,15 @@ class Tokens:
     def __init__(
         self,
         db: Database,
+        locate: Callable[[Sequence[int]], Awaitable[dict[int, str]]],
         *,
         recheck_s: float = RECHECK_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``locate``: the session of each of some leads that exist (``Queue.sessions_of``,
+        which a Citus cluster answers node by node)."""
         self.db = db
+        self.locate = locate
         self.recheck_s = recheck_s
         self._clock = clock
         # hash → (principal, when this process must read it again)
@@ -212,9 +216,9 @@ class Tokens:
         known = {i: self._lead_sessions[i] for i in wanted if i in self._lead_sessions}
         missing = sorted(wanted - known.keys())
         if missing:
-            for row in await self.db.rows(statements.lead_sessions(ids=missing)):
-                known[row["id"]] = row["session"]
-                self.lead_session_known(row["id"], row["session"])
+            for lead_id, session in (await self.locate(missing)).items():
+                known[lead_id] = session
+                self.lead_session_known(lead_id, session)
         return known
 
     async def sessions_in(self, pattern: str) -> list[str]:

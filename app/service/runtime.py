@@ -85,7 +85,7 @@ class Runtime:
             connect_timeout_s=settings.connect_timeout_s,
         )
         leasing.listen(listener)
-        tokens = Tokens(db, recheck_s=settings.token_recheck_s)
+        tokens = Tokens(db, queue.sessions_of, recheck_s=settings.token_recheck_s)
         listener.on_token_revoked = tokens.changed
         recovery = Recovery(queue)
         outcomes = Outcomes(queue, listener)

@@ -16,15 +16,18 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from app.config import Settings
 from app.domain.queue import Queue
 from app.domain.report import report
 from app.domain.schedules import Schedules, tick_key
+from app.domain.timeline import timeline
 from app.store.pool import Database
 from leaseq import push_in
-from leaseq.errors import LeaseLost, Unavailable
+from leaseq.errors import LeaseLost, NotFound, Unavailable
 from leaseq.model import NewLead
 from tests.citus.cluster import Cluster, node_of
 from tests.support import leasing_of
+from tests.support.in_process import listening, serving
 
 SESSIONS = 8
 PER_SESSION = 25
@@ -201,3 +204,90 @@ async def test_a_stopped_worker_node_holds_up_only_its_sessions_schedules(
     )
     for session in (up, down):
         assert (await schedules.get(session)).next_tick == start + timedelta(minutes=15)
+
+
+@pytest.mark.slow
+async def test_calls_by_lead_id_answer_for_the_leads_of_the_other_nodes_sessions(
+    db: Database, database_url: str, citus_cluster: Cluster
+) -> None:
+    """With a worker node stopped, a lead of the other node's session is read, shown on its
+    page, cancelled, retried and located for a scoped token as before: its session is found
+    node by node, then the statement is routed there. A lead the stopped node may hold
+    answers Unavailable, and once every node answers, an id no node has is NotFound."""
+    queue = Queue(db)
+    await queue.sweep_all()  # the service's boot sweep: the queue learns it is sharded
+    assert queue.sharded
+    nodes = node_of(database_url, [f"s{n}" for n in range(SESSIONS)])
+    stopped = citus_cluster.workers[0]
+    up = next(session for session, port in nodes.items() if port != stopped.port)
+    down = next(session for session, port in nodes.items() if port == stopped.port)
+    first, second = (await queue.push(up, [NewLead({"n": 1}), NewLead({"n": 2})])).ids
+    [elsewhere] = (await queue.push(down, [NewLead({"n": 3})])).ids
+    nowhere = max(first, second, elsewhere) + 1000
+    citus_cluster.stop_node(stopped)
+    try:
+        assert (await queue.get(first)).session == up
+        assert (await timeline(queue, first)).lead.id == first
+        assert (await queue.cancel(first)).status == "failed"
+        assert (await queue.retry(first)).status == "queued"
+        assert await queue.sessions_of([first, second]) == {first: up, second: up}
+        for call in (queue.get, queue.cancel, queue.retry):
+            with pytest.raises(Unavailable, match="out of reach"):
+                await call(elsewhere)
+        with pytest.raises(Unavailable):
+            await queue.sessions_of([first, elsewhere])
+        with pytest.raises(Unavailable):
+            await queue.get(nowhere)  # the stopped node may hold it
+    finally:
+        citus_cluster.start_node(stopped)
+    assert (await queue.get(elsewhere)).session == down
+    with pytest.raises(NotFound):
+        await queue.get(nowhere)
+    with pytest.raises(NotFound):
+        await queue.cancel(nowhere)
+
+
+@pytest.mark.slow
+async def test_over_http_a_lead_and_its_outcome_answer_while_another_node_is_stopped(
+    citus_url: str, citus_cluster: Cluster
+) -> None:
+    """``GET /leads/{id}``, with and without a wait for its outcome, for a lead of the other
+    node's session: 200 while a worker node is stopped (the wait's watch, a row of every
+    node, cannot be written: the wait goes on at the poll); 503 for a lead of the stopped
+    node's session."""
+    settings = Settings(
+        database_url=citus_url,
+        api_tokens="",
+        allowed_hosts="leaseq.test",
+        sweep_interval_s=3600,
+        poll_interval_s=0.2,
+    )
+    nodes = node_of(citus_url, [f"s{n}" for n in range(SESSIONS)])
+    stopped = citus_cluster.workers[0]
+    up = next(session for session, port in nodes.items() if port != stopped.port)
+    down = next(session for session, port in nodes.items() if port == stopped.port)
+    async with serving(settings) as client:
+        await listening(client)
+        pushed = []
+        for session in (up, down):
+            answer = await client.post(
+                f"/sessions/{session}/leads", json={"leads": [{"payload": {}}]}
+            )
+            pushed += answer.json()["ids"]
+        lead, other = pushed
+        citus_cluster.stop_node(stopped)
+        try:
+            assert (await client.get(f"/leads/{lead}")).json()["session"] == up
+            waiting = asyncio.create_task(client.get(f"/leads/{lead}", params={"wait_s": 10}))
+            leased = await client.post("/lease", json={"session": up, "owner": "w"})
+            [lease] = leased.json()["leases"]
+            done = {"lead_id": lead, "token": lease["token"], "result": {"ok": True}}
+            assert (await client.post("/complete", json=done)).status_code == 200
+            answered = await asyncio.wait_for(waiting, 10)
+            assert (answered.status_code, answered.json()["status"]) == (200, "done")
+            unreachable = await client.get(f"/leads/{other}")
+            assert unreachable.status_code == 503
+            assert unreachable.json()["code"] == "unavailable"
+        finally:
+            citus_cluster.start_node(stopped)
+        assert (await client.get(f"/leads/{other}")).json()["session"] == down

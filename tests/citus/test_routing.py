@@ -1,7 +1,8 @@
 """Every statement docs/scaling.md calls session-scoped, and the lead-scoped ones routed by
-their token's session, runs on one shard of the cluster: each ``Task Count`` of its plan is
-1. With the ledger on, Citus plans a statement's CTEs one by one (``Distributed
-Subplan``), each still on the session's shard alone."""
+their token's session or by the session found for their lead, runs on one shard of the
+cluster: each ``Task Count`` of its plan is 1. With the ledger on, Citus plans a
+statement's CTEs one by one (``Distributed Subplan``), each still on the session's shard
+alone."""
 
 from __future__ import annotations
 
@@ -44,6 +45,15 @@ ROUTED |= {
     )
     for ledger in (True, False)
     for keyed in (False, True)
+}
+# By lead id alone, once the lead's session is found node by node (lead_sessions_on_nodes):
+# an operator's or a producer's read or change of one lead.
+ROUTED |= {
+    "get": lambda: text("get", routed=True),
+    "cancel": lambda: text("cancel", ledger=True, routed=True),
+    "cancel, ledger off": lambda: text("cancel", ledger=False, routed=True),
+    "retry": lambda: text("retry", ledger=True, routed=True),
+    "retry, ledger off": lambda: text("retry", ledger=False, routed=True),
 }
 EXTRA: dict[str, Any] = {
     "checkpoints": [None],

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +50,12 @@ PROJECT = {
         "    return {'tripled': triple(job.payload['n'])}\n"
     ),
 }
+
+
+def client_requirements() -> list[str]:
+    """The names of the client distribution's requirements, as its pyproject.toml lists them."""
+    project = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())
+    return [Requirement(text).name for text in project["project"]["dependencies"]]
 
 
 def closure(names: list[str]) -> set[str]:
@@ -112,7 +119,7 @@ def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         ).stdout.strip()
     )
     assert site_packages != here
-    link_distributions(closure(["httpx", "sniffio", "typer"]), site_packages)
+    link_distributions(closure(client_requirements()), site_packages)
     checked = subprocess.run(
         [*pip, "--python", str(python), "check"], capture_output=True, text=True, check=False
     )

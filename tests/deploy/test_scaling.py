@@ -114,7 +114,7 @@ REFERENCE = (
 )
 # A few leads by id, of any session: which session a scoped token's lead is in, and the leads a
 # wait for outcomes watches.
-BY_IDS = ("lead_sessions", "watched")
+BY_IDS = ("lead_sessions", "lead_sessions_on_nodes", "watched")
 # The scheduler's tick: its lead pushed into a session (then its row moved: REFERENCE).
 SCHEDULER = ("schedule_push",)
 NO_TABLE = (

@@ -1161,15 +1161,17 @@ FROM swept;
 -- cancel
 --
 -- An operator fails a queued or leased lead; its holder's next renew or complete loses.
+-- ``routed``: the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a
+-- Citus cluster routes the statement to that session's shard alone.
 --
--- parameters: lead_id, now, ledger_by_row, notify_ended
+-- parameters: lead_id, now, ledger_by_row, notify_ended, session
 
--- name: cancel (ledger=True)
+-- name: cancel (ledger=True, routed=True)
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
         scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
-    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
+    WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
     RETURNING *
 ),
 ledger AS (
@@ -1184,12 +1186,48 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
               LIMIT 351) AS ended
         HAVING count(*) > 0) AS ended_notified FROM cancelled;
 
--- name: cancel (ledger=False)
+-- name: cancel (ledger=True, routed=False)
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
         scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
-    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
+    WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
+    RETURNING *
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'cancelled', status, attempts, owner, %(now)s::timestamptz, NULL FROM cancelled
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM cancelled AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM cancelled;
+
+-- name: cancel (ledger=False, routed=True)
+WITH cancelled AS (
+    UPDATE leads
+    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+    WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
+    RETURNING *
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM cancelled AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified FROM cancelled;
+
+-- name: cancel (ledger=False, routed=False)
+WITH cancelled AS (
+    UPDATE leads
+    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+    WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
     RETURNING *
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, (SELECT pg_notify('leaseq_ended',
@@ -1206,16 +1244,16 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- Dead-letter replay: a failed lead is queued again with room for one more attempt.
 --
 -- ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
--- raised when needed so the replayed lead gets its attempt.
+-- raised when needed so the replayed lead gets its attempt. ``routed``: as ``cancel``.
 --
--- parameters: lead_id, now, ledger_by_row
+-- parameters: lead_id, now, ledger_by_row, session
 
--- name: retry (ledger=True)
+-- name: retry (ledger=True, routed=True)
 WITH retried AS (
     UPDATE leads
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
         max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
-    WHERE id = %(lead_id)s AND status = 'failed'
+    WHERE id = %(lead_id)s AND session = %(session)s AND status = 'failed'
     RETURNING *
 ),
 ledger AS (
@@ -1225,12 +1263,38 @@ ledger AS (
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
 FROM retried;
 
--- name: retry (ledger=False)
+-- name: retry (ledger=True, routed=False)
 WITH retried AS (
     UPDATE leads
     SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
         max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
-    WHERE id = %(lead_id)s AND status = 'failed'
+    WHERE id = %(lead_id)s  AND status = 'failed'
+    RETURNING *
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'retried', status, attempts, owner, %(now)s::timestamptz, NULL FROM retried
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
+FROM retried;
+
+-- name: retry (ledger=False, routed=True)
+WITH retried AS (
+    UPDATE leads
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
+    WHERE id = %(lead_id)s AND session = %(session)s AND status = 'failed'
+    RETURNING *
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
+FROM retried;
+
+-- name: retry (ledger=False, routed=False)
+WITH retried AS (
+    UPDATE leads
+    SET status = 'queued', error = NULL, result = NULL, lease_token = NULL, available_at = %(now)s::timestamptz,
+        max_attempts = greatest(max_attempts, attempts + 1), updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'retried' END
+    WHERE id = %(lead_id)s  AND status = 'failed'
     RETURNING *
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, pg_notify('leaseq_queued', session || ' 1') IS NULL AS notified
@@ -1301,12 +1365,15 @@ SELECT count(*) AS pruned FROM pruned;
 -- ========================================================================================
 -- get
 --
--- One lead by id.
+-- One lead by id; ``routed``: as ``cancel``.
 --
--- parameters: lead_id
+-- parameters: lead_id, session
 
--- name: get
-SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM leads WHERE id = %(lead_id)s;
+-- name: get (routed=True)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM leads WHERE id = %(lead_id)s AND session = %(session)s;
+
+-- name: get (routed=False)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after FROM leads WHERE id = %(lead_id)s ;
 
 -- ========================================================================================
 -- retry_failed

@@ -98,6 +98,36 @@ ORDER BY id DESC LIMIT %(limit)s;
 SELECT id, session FROM leads WHERE id = ANY(%(ids)s::bigint[]);
 
 -- ========================================================================================
+-- lead_sessions_on_nodes
+--
+-- The session of each of these leads on a Citus cluster, asked of each node that holds
+-- shards of ``leads`` for its own shards (``master_run_on_worker``, in parallel), so a
+-- node that cannot be reached fails its own row (``success`` false, ``result`` why), not
+-- the statement: a row per node, ``result`` the leads it holds as ``id session`` pairs
+-- joined by commas. A lead id alone names no shard: ``lead_sessions`` on a cluster
+-- reaches every node, and fails whole while one is stopped.
+--
+-- parameters: ids
+
+-- name: lead_sessions_on_nodes
+WITH commands AS (
+    -- One query per node, over that node's shards of leads: 'id session' per lead found.
+    SELECT p.nodename, p.nodeport,
+           'SELECT string_agg(id || '' '' || session, '','') FROM ('
+           || string_agg(format('SELECT id, session FROM %%s WHERE id = ANY(%%L::bigint[])',
+                                shard_name(s.logicalrelid, s.shardid), %(ids)s::bigint[]::text),
+                         ' UNION ALL ' ORDER BY s.shardid)
+           || ') AS found' AS command
+    FROM pg_dist_shard AS s JOIN pg_dist_shard_placement AS p USING (shardid)
+    WHERE s.logicalrelid = 'leads'::regclass AND p.shardstate = 1
+    GROUP BY p.nodename, p.nodeport
+)
+SELECT r.node_name AS node, r.node_port AS port, r.success, r.result
+FROM (SELECT array_agg(nodename) AS nodes, array_agg(nodeport) AS ports,
+             array_agg(command) AS commands FROM commands) AS c,
+     LATERAL master_run_on_worker(c.nodes, c.ports, c.commands, true) AS r;
+
+-- ========================================================================================
 -- sessions_like
 --
 -- The sessions with leads whose names match an SQL LIKE pattern (``lead_counts``:

@@ -377,20 +377,20 @@ def sweep(
     """
 
 
-def _cancel(ledger: bool) -> str:
+def _cancel(ledger: bool, routed: bool) -> str:
     return f"""
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
         scheduled = false, updated_at = {NOW}, {logged("cancelled")}
-    WHERE id = %(lead_id)s AND status IN ('queued', 'leased')
+    WHERE id = %(lead_id)s {only_session(routed)} AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, {ended_notice("cancelled")} FROM cancelled
 """
 
 
-@statement(_cancel, ledger=BOTH)
+@statement(_cancel, ledger=BOTH, routed=BOTH)
 def cancel(
     *,
     lead_id: int,
@@ -398,8 +398,12 @@ def cancel(
     ledger: bool,
     ledger_by_row: bool = False,
     notify_ended: bool = False,
+    routed: bool = False,
+    session: str | None = None,
 ) -> None:
-    """An operator fails a queued or leased lead; its holder's next renew or complete loses."""
+    """An operator fails a queued or leased lead; its holder's next renew or complete loses.
+    ``routed``: the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a
+    Citus cluster routes the statement to that session's shard alone."""
 
 
 def _requeue_failed(alias: str) -> str:
@@ -412,12 +416,12 @@ def _requeue_failed(alias: str) -> str:
     )
 
 
-def _retry(ledger: bool) -> str:
+def _retry(ledger: bool, routed: bool) -> str:
     return f"""
 WITH retried AS (
     UPDATE leads
     SET {_requeue_failed("")}
-    WHERE id = %(lead_id)s AND status = 'failed'
+    WHERE id = %(lead_id)s {only_session(routed)} AND status = 'failed'
     RETURNING *
 ){ledger_rows("retried", "retried", enabled=ledger)}
 SELECT {LEAD_COLUMNS}, {notify("session || ' 1'")} AS notified
@@ -425,12 +429,20 @@ FROM retried
 """
 
 
-@statement(_retry, ledger=BOTH)
-def retry(*, lead_id: int, now: datetime | None, ledger: bool, ledger_by_row: bool = False) -> None:
+@statement(_retry, ledger=BOTH, routed=BOTH)
+def retry(
+    *,
+    lead_id: int,
+    now: datetime | None,
+    ledger: bool,
+    ledger_by_row: bool = False,
+    routed: bool = False,
+    session: str | None = None,
+) -> None:
     """Dead-letter replay: a failed lead is queued again with room for one more attempt.
 
     ``attempts`` is a fencing number and never goes down; ``max_attempts`` is
-    raised when needed so the replayed lead gets its attempt.
+    raised when needed so the replayed lead gets its attempt. ``routed``: as ``cancel``.
     """
 
 
@@ -481,13 +493,13 @@ def prune(
     """
 
 
-def _get() -> str:
-    return f"SELECT {LEAD_COLUMNS} FROM leads WHERE id = %(lead_id)s"
+def _get(routed: bool) -> str:
+    return f"SELECT {LEAD_COLUMNS} FROM leads WHERE id = %(lead_id)s {only_session(routed)}"
 
 
-@statement(_get)
-def get(*, lead_id: int) -> None:
-    """One lead by id."""
+@statement(_get, routed=BOTH)
+def get(*, lead_id: int, routed: bool = False, session: str | None = None) -> None:
+    """One lead by id; ``routed``: as ``cancel``."""
 
 
 def _retry_failed(ledger: bool) -> str:
