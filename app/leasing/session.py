@@ -8,10 +8,12 @@ a cap or a rate (found so by that statement, or last time) is leased in a
 transaction that first locks its settings row (``statements.lock_settings``,
 then ``statements.lease_limited``), so its leases take turns and each counts
 what is held after the one before committed: across every API process, it
-never holds more than ``max_leased``. A request with an idempotency key runs
-with its key in one statement that stores the key's answer too (``statements.lease_keyed``),
-or, for a limited session or a retry that overtakes its first try, in a transaction with
-its key (``app.domain.idempotency``).
+never holds more than ``max_leased``. A request with an idempotency key, and a
+completion with ``next``, run in one statement that stores the key's answer too
+(``statements.lease_keyed``, ``statements.complete_and_lease``), or together with the
+others of their session that arrived with them (``app.leasing.together``); for a limited
+session or a retry that overtakes its first try, in a transaction with its key
+(``app.domain.idempotency``).
 
 Knows nothing of HTTP, of the fleet and of the long poll.
 """
@@ -180,14 +182,14 @@ class SessionLeases:
         if not in_scope(request.scope, session) or session in self._limited:
             return None
         call = self._call(session, request)
-        together = self._keyed(request, call, [item], [result], gated=True)
+        together = self._together_of(request, call, [item], [result], gated=True)
         took = await self._take(session, now, together)
         if took is None:
             return None
         [lead] = took.completed.values()
         return lead, await self._answered(session, took, request, call, now)
 
-    def _keyed(
+    def _together_of(
         self,
         request: LeaseRequest,
         call: Plain,
@@ -238,7 +240,7 @@ class SessionLeases:
         when the session turned out limited, or a first try with the same key committed
         while this one ran: the caller then leases through ``idempotency.once``'s
         transaction."""
-        took = await self._take(session, now, self._keyed(request, call))
+        took = await self._take(session, now, self._together_of(request, call))
         if took is None:
             return None
         return await self._answered(session, took, request, call, now)

@@ -11,12 +11,12 @@ statements, commits and the ledger's triggers, instead of taking turns for them.
 What each caller gets is what its call alone would have got (``Took``): the lead its
 completion completed, or None when its completion changed nothing (refused, made before,
 or its row held by another transaction: the caller then takes the two steps, which say
-why); its leases;
-whether the session turned out limited; and, when its key named a request committed
-before, that request and its answer. Callers are served in their order: the first gets the
-best leads. Two calls on one lead, or with one key, never share a statement. A statement
-that fails on a key another request committed meanwhile (``unique_violation``) changed
-nothing: each of its callers then goes its own way (``idempotency.once``).
+why); its leases; whether the session turned out limited; and, when its key named a
+request committed before, that request and its answer. Callers are served in their
+order: the first gets the best leads. Two calls on one lead, or with one key, never share
+a statement. A statement that fails on a key another request committed meanwhile
+(``unique_violation``) changed nothing: each of its callers then goes its own way
+(``idempotency.once``).
 
 On a Citus cluster every call goes alone, routed to its session's shard (the grouped
 statement is not routed: docs/scaling.md). Knows nothing of HTTP.
@@ -141,6 +141,9 @@ def _took(
     gate: Row,
     known: Mapping[Any, Any],
 ) -> Took | None:
+    """What ``call`` took, of the statement's ``completed`` leads (by lead id and token), the
+    ``leases`` that are its own, its ``gate`` row and the ``known`` keys; None when it is
+    gated by a completion that did not go through."""
     mine = {
         (item.lead_id, item.token): completed[item.lead_id, item.token]
         for item in call.items
