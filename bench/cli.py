@@ -259,18 +259,20 @@ def hop_targets(rate: dict[Key, float], p99: dict[Key, float | None]) -> list[di
             (f"rawrest-next-b{b}", 4),
             0.8,
         )
-    for peer in ("procrastinate", "stretch: pgqueuer"):
-        for w in (4, 16):
-            stretch, _, name = peer.rpartition(" ")
-            compare(
-                f"{stretch + ' ' if stretch else ''}REST next b1 ahead of {name} b1 at W={w}",
-                ("rest-1proc-next-b1", w),
-                (f"{name}-b1", w),
-                1.0,
-                ahead=True,
-            )
-    # What users run (bench/users.py): the SDK beside the bare loop sending its requests (each
-    # keyed) and beside the peers' own workers; `leaseq worker -- true` beside xargs.
+    # REST with next, and what users run (bench/users.py): the SDK, beside the peers' own
+    # workers and beside the bare loop sending its requests (each keyed); `leaseq worker --
+    # true` beside xargs.
+    for label, mine in (("REST next b1", "rest-1proc-next-b1"), ("sdk", "sdk")):
+        for peer in ("procrastinate", "stretch: pgqueuer"):
+            for w in (4, 16):
+                stretch, _, name = peer.rpartition(" ")
+                compare(
+                    f"{stretch + ' ' if stretch else ''}{label} ahead of {name} b1 at W={w}",
+                    (mine, w),
+                    (f"{name}-b1", w),
+                    1.0,
+                    ahead=True,
+                )
     for w in (1, 4, 16):
         compare(
             f"sdk >= 0.9 x bare REST loop (next, keyed) at W={w}",
@@ -278,16 +280,6 @@ def hop_targets(rate: dict[Key, float], p99: dict[Key, float | None]) -> list[di
             ("rest-1proc-next-keyed-b1", w),
             0.9,
         )
-    for peer in ("procrastinate", "stretch: pgqueuer"):
-        for w in (4, 16):
-            stretch, _, name = peer.rpartition(" ")
-            compare(
-                f"{stretch + ' ' if stretch else ''}sdk ahead of {name} b1 at W={w}",
-                ("sdk", w),
-                (f"{name}-b1", w),
-                1.0,
-                ahead=True,
-            )
     cli = ("cli-true", 4)
     entry(
         f"cli-true >= 5 x {CLI_TRUE_BEFORE} leads/s (leaseq worker before round 3) at W=4",
