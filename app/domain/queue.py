@@ -328,12 +328,12 @@ class Queue:
         """The rows of one built statement, on a pooled connection."""
         return await self._rows(statement.text, statement.params)
 
-    async def _across_shards(
+    async def across_shards(
         self, locking: Callable[[], Awaitable[T]], otherwise: Callable[[], Awaitable[T]]
     ) -> T:
-        """``locking()``, whose statements lock rows of many sessions at once; on a cluster
-        (``sharded``, learned from its first refusal, in planning: nothing ran) ``otherwise()``.
-        """
+        """``locking()``, whose statements a cluster refuses (they lock rows of many sessions,
+        or by lead id alone); on a cluster (``sharded``, learned from its first refusal, in
+        planning: nothing ran) ``otherwise()``."""
         if not self.sharded:
             try:
                 return await locking()
@@ -359,7 +359,7 @@ class Queue:
 
         if not skip_locked:
             return await run(False)
-        return await self._across_shards(lambda: run(True), lambda: run(False))
+        return await self.across_shards(lambda: run(True), lambda: run(False))
 
     async def _each_session(
         self,
@@ -378,7 +378,7 @@ class Queue:
             rows = await self._run(keep)
             return add([await one(row["session"]) for row in rows])
 
-        return await self._across_shards(lambda: one(None), each)
+        return await self.across_shards(lambda: one(None), each)
 
     # -- producers ---------------------------------------------------------
 
@@ -877,7 +877,7 @@ class Queue:
             [pruned] = await in_batches(lambda: self._run(statement), batch, "pruned")
             return pruned
 
-        return await self._across_shards(lambda: prune(True), lambda: prune(False))
+        return await self.across_shards(lambda: prune(True), lambda: prune(False))
 
     async def fold_counts(self) -> None:
         """Keep ``lead_counts`` small: fold its slots into one row per session and status, and

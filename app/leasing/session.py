@@ -206,11 +206,15 @@ class SessionLeases:
 
     async def _take(self, session: str, now: datetime | None, call: Together) -> Took | None:
         """``call`` through the grouper of keyed leases and completions with next; on a cluster
-        alone, routed (together.py)."""
-        if self.queue.sharded:
+        alone, routed (together.py), as soon as the queue knows it is one."""
+
+        async def alone() -> Took | None:
             [took] = await take_together(self.queue, session, now, [call])
             return took
-        return await self._together.submit((session, now), call)
+
+        return await self.queue.across_shards(
+            lambda: self._together.submit((session, now), call), alone
+        )
 
     async def _answered(
         self,

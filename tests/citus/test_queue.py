@@ -279,3 +279,31 @@ async def test_prune_of_every_session_runs_session_by_session(
         counts = await queue.stats(session, now=at(61))
         assert (counts.done, counts.queued) == (0, 1), session
     assert {event for _, event in _ledger(database_url)} == {"pushed"}
+
+
+async def test_completions_with_next_sent_together_before_the_queue_knows_it_is_sharded(
+    queue: Queue,
+) -> None:
+    """Keyed completions with next sent at once would share one statement (lease_together,
+    one PostgreSQL only): on the cluster it is refused in planning, nothing ran, the queue
+    learns it is sharded, and each call goes alone, routed; every lead completed once and
+    every caller leased its next."""
+    from app.leasing.entry import Leasing
+
+    await queue.push("s", [NewLead(payload={}) for _ in range(8)])
+    leasing = Leasing(queue)
+    held = await leasing.lease_next("s", "w", max=4)
+    assert not queue.sharded
+    answers = await asyncio.gather(
+        *(
+            leasing.complete_and_lease(
+                CompleteItem(lease.lead.id, lease.token),
+                LeaseRequest.checked("w", session="s", idempotency_key=f"k{i}"),
+            )
+            for i, lease in enumerate(held)
+        )
+    )
+    assert queue.sharded
+    assert [lead.id for lead, _ in answers] == [lease.lead.id for lease in held]
+    assert all(len(leases) == 1 for _, leases in answers)
+    assert (await queue.stats("s")).done == 4 and (await queue.stats("s")).leased == 4
