@@ -288,10 +288,8 @@ async def test_completions_with_next_sent_together_before_the_queue_knows_it_is_
     one PostgreSQL only): on the cluster it is refused in planning, nothing ran, the queue
     learns it is sharded, and each call goes alone, routed; every lead completed once and
     every caller leased its next."""
-    from app.leasing.entry import Leasing
-
     await queue.push("s", [NewLead(payload={}) for _ in range(8)])
-    leasing = Leasing(queue)
+    leasing = leasing_of(queue)
     held = await leasing.lease_next("s", "w", max=4)
     assert not queue.sharded
     answers = await asyncio.gather(
