@@ -79,6 +79,10 @@ SETTINGS_LOCK_TIMEOUT = "2s"
 # Items (renew, complete) or leads (lease) one grouped statement carries at most; the calls
 # that do not fit go in the next group.
 MAX_GROUP_ITEMS = 1000
+# A lead's session as a cluster's nodes told it (None: no node in reach has the lead), and
+# the nodes out of reach (``host:port, …``; empty when every node answered).
+_Located = tuple[str | None, str]
+_UNREACHABLE = "database unavailable: node {nodes} is out of reach, and may hold the lead"
 # At most this share of the pool's connections waits on rows another transaction holds (the
 # renewals and completions sent again alone); the rest of those callers wait for a turn
 # without a connection, so many held rows cannot take the pool from everyone else.
@@ -299,6 +303,12 @@ class Queue:
             size=lambda call: len(call.items),
             on_group=metrics.GROUP_SIZES.labels("complete").observe,
             enabled=group_commit,
+        )
+        # On a cluster, the lookups of the session of one lead each (``session_of``) that
+        # arrive together share one ask of every node: a crowd waiting on a few leads'
+        # outcomes costs the nodes a few statements, not one each.
+        self._locating: Grouper[None, int, _Located] = Grouper(
+            self._locate_group, max_size=MAX_GROUP_ITEMS, enabled=group_commit
         )
 
     @property
@@ -985,14 +995,17 @@ class Queue:
     async def session_of(self, lead_id: int) -> str | None:
         """The session a statement by ``lead_id`` names beside it: None on one PostgreSQL
         (the lead's id finds it); on a Citus cluster the lead's session, found first
-        (``sessions_of``), so that the statement touches that session's shard alone. Raises
-        NotFound (a lead no node has), Unavailable (a node that may have it is stopped)."""
+        (``sessions_of``'s ask of every node, shared by the lookups that arrive together),
+        so that the statement touches that session's shard alone. Raises NotFound (a lead
+        no node has), Unavailable (a node that may have it is stopped)."""
         if not self.sharded:
             return None
-        session = (await self.sessions_of([lead_id])).get(lead_id)
-        if session is None:
-            raise NotFound(f"no lead {lead_id}")
-        return session
+        session, unreachable = await self._locating.submit(None, lead_id)
+        if session is not None:
+            return session
+        if unreachable:
+            raise Unavailable(_UNREACHABLE.format(nodes=unreachable))
+        raise NotFound(f"no lead {lead_id}")
 
     async def sessions_of(self, lead_ids: Iterable[int]) -> dict[int, str]:
         """The session of each of these leads that exists.
@@ -1008,6 +1021,18 @@ class Queue:
         if not self.sharded:
             rows = await self._run(statements.lead_sessions(ids=ids))
             return {row["id"]: row["session"] for row in rows}
+        found, unreachable = await self._sessions_on_nodes(ids)
+        if unreachable and len(found) < len(ids):
+            raise Unavailable(_UNREACHABLE.format(nodes=unreachable))
+        return found
+
+    async def _locate_group(self, key: None, lead_ids: Sequence[int]) -> list[_Located]:
+        found, unreachable = await self._sessions_on_nodes(sorted(set(lead_ids)))
+        return [(found.get(lead_id), unreachable) for lead_id in lead_ids]
+
+    async def _sessions_on_nodes(self, ids: list[int]) -> tuple[dict[int, str], str]:
+        """The session of each of ``ids`` that a node in reach has, and the nodes out of
+        reach (``host:port, …``; empty when every node answered)."""
         found: dict[int, str] = {}
         unreachable: list[str] = []
         for row in await self._run(statements.lead_sessions_on_nodes(ids=ids)):
@@ -1017,12 +1042,7 @@ class Queue:
             for pair in filter(None, (row["result"] or "").split(",")):
                 lead, _, session = pair.partition(" ")
                 found[int(lead)] = session
-        if unreachable and len(found) < len(ids):
-            raise Unavailable(
-                f"database unavailable: node {', '.join(sorted(unreachable))} is out of reach, "
-                "and may hold the lead"
-            )
-        return found
+        return found, ", ".join(sorted(unreachable))
 
     async def stats(self, session: str, *, now: datetime | None = None) -> Counts:
         """Lead counts by status in one session (all zero for an unknown session), with the age

@@ -16,7 +16,7 @@ from app.domain.report import report
 from app.leasing.request import LeaseRequest
 from app.store.pool import Database
 from leaseq import push_in
-from leaseq.errors import LeaseLost
+from leaseq.errors import LeaseLost, NotFound
 from leaseq.model import CompleteItem, NewLead, SessionSettings
 from tests.citus.cluster import node_of
 from tests.support import T0, at, leasing_of
@@ -305,3 +305,35 @@ async def test_completions_with_next_sent_together_before_the_queue_knows_it_is_
     assert [lead.id for lead, _ in answers] == [lease.lead.id for lease in held]
     assert all(len(leases) == 1 for _, leases in answers)
     assert (await queue.stats("s")).done == 4 and (await queue.stats("s")).leased == 4
+
+
+async def test_lookups_of_lead_sessions_that_arrive_together_share_one_ask_of_the_nodes(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cluster a call by lead id first asks every node for the lead's session: the
+    lookups that arrive together (a crowd waiting on a few leads' outcomes) share that ask,
+    and each answers for its own lead: the leads found are read, an id no node has is
+    NotFound."""
+    ids = (await queue.push("s", [NewLead(payload={}) for _ in range(3)])).ids
+    ids += (await queue.push("t", [NewLead(payload={}) for _ in range(2)])).ids
+    await queue.sweep_all()  # the service's boot sweep: the queue learns it is sharded
+    assert queue.sharded
+    sent: list[str] = []
+    rows = queue._rows
+
+    async def watched(query: str, params: Any) -> Any:
+        sent.append(query)
+        return await rows(query, params)
+
+    monkeypatch.setattr(queue, "_rows", watched)
+    nowhere = max(ids) + 1000
+    answers = await asyncio.gather(
+        *(queue.get(lead_id) for lead_id in ids * 20),
+        queue.get(nowhere),
+        return_exceptions=True,
+    )
+    assert isinstance(answers[-1], NotFound)
+    found = answers[:-1]
+    assert [lead.id for lead in found if not isinstance(lead, BaseException)] == ids * 20
+    asks = [query for query in sent if "master_run_on_worker" in query]
+    assert 1 <= len(asks) <= 2, len(asks)
