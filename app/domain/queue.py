@@ -995,7 +995,7 @@ class Queue:
     async def session_of(self, lead_id: int) -> str | None:
         """The session a statement by ``lead_id`` names beside it: None on one PostgreSQL
         (the lead's id finds it); on a Citus cluster the lead's session, found first
-        (``sessions_of``'s ask of every node, shared by the lookups that arrive together),
+        (``_sessions_on_nodes``' ask of every node, shared by the lookups that arrive together),
         so that the statement touches that session's shard alone. Raises NotFound (a lead
         no node has), Unavailable (a node that may have it is stopped)."""
         if not self.sharded:

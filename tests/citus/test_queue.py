@@ -304,7 +304,8 @@ async def test_completions_with_next_sent_together_before_the_queue_knows_it_is_
     assert queue.sharded
     assert [lead.id for lead, _ in answers] == [lease.lead.id for lease in held]
     assert all(len(leases) == 1 for _, leases in answers)
-    assert (await queue.stats("s")).done == 4 and (await queue.stats("s")).leased == 4
+    counts = await queue.stats("s")
+    assert (counts.done, counts.leased) == (4, 4)
 
 
 async def test_lookups_of_lead_sessions_that_arrive_together_share_one_ask_of_the_nodes(
