@@ -6,7 +6,9 @@ neighbour: the statement every plain lease runs, with its pause probe), ``keyed`
 (``max_leased_per_key`` 2 over 10,000 keys, five leads each: the lease under the
 session's lock that counts its leased leads per key), and ``keyed-full`` (the same, but
 2,000 keys are at their cap and their 6,000 other leads come first in leasing order: the
-claim passes over them). Figures in ``results/flow.json``.
+first leases park them, app.store.statements.parking). Each lead's completion is timed
+too: the trigger that notes the ends of keyed leases runs on every one. Figures in
+``results/flow.json``.
 
 `python -m bench.flow --calls 1000`
 """
@@ -62,7 +64,8 @@ def fill(url: str, plain: int) -> None:
         conn.execute("VACUUM ANALYZE leads")
 
 
-async def leases(url: str, calls: int) -> dict[str, list[float]]:
+async def leases(url: str, calls: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each session's lease times and completion times, in turn."""
     db = Database.from_settings(Settings(statement_timeout_ms=60_000), url, pool_size=2)
     queue = Queue(db)
     try:
@@ -74,15 +77,17 @@ async def leases(url: str, calls: int) -> dict[str, list[float]]:
         while held < FULL_KEYS * CAP:  # the first keys of keyed-full to their cap
             held += len(await leasing.lease_next("keyed-full", "b", max=100, ttl_s=3600))
         took: dict[str, list[float]] = {session: [] for session in SESSIONS}
+        ended: dict[str, list[float]] = {session: [] for session in SESSIONS}
         for i in range(WARM + calls):
             for session, samples in took.items():
                 started = time.perf_counter()
                 [lease] = await leasing.lease_next(session, "b", max=1, ttl_s=300)
-                elapsed = time.perf_counter() - started
+                leased = time.perf_counter()
                 await queue.complete_many([CompleteItem(lease.lead.id, lease.token)])
                 if i >= WARM:
-                    samples.append(elapsed)
-        return took
+                    samples.append(leased - started)
+                    ended[session].append(time.perf_counter() - leased)
+        return took, ended
     finally:
         await db.close()
 
@@ -94,7 +99,7 @@ def run(server_url: str, calls: int) -> dict[str, Any]:
     try:
         migrate.upgrade(url)
         fill(url, WARM + calls + 10)
-        took = asyncio.run(leases(url, calls))
+        took, ended = asyncio.run(leases(url, calls))
     finally:
         common.drop_database(server_url, name)
     return {
@@ -110,6 +115,14 @@ def run(server_url: str, calls: int) -> dict[str, Any]:
             }
             for session, samples in took.items()
         },
+        "complete": {
+            session: {
+                "calls": len(samples),
+                "p50_ms": common.percentile_ms(samples, 50),
+                "p99_ms": common.percentile_ms(samples, 99),
+            }
+            for session, samples in ended.items()
+        },
         "machine": common.machine(server_url),
         "load_before": load_before,
         "load_after": common.load_avg(),
@@ -123,8 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(args.database_url, args.calls)
     (RESULTS / "flow.json").write_text(json.dumps(result, indent=2) + "\n")
-    for session, found in result["lease"].items():
-        print(f"lease, {session}: p50 {found['p50_ms']} ms, p99 {found['p99_ms']} ms")
+    for verb in ("lease", "complete"):
+        for session, found in result[verb].items():
+            print(f"{verb}, {session}: p50 {found['p50_ms']} ms, p99 {found['p99_ms']} ms")
     return 0
 
 

@@ -900,6 +900,16 @@ class Queue:
 
         await self._each_session("counts", None, fold, lambda _: None)
 
+    async def forget_frees(self) -> None:
+        """Delete the frees of keys in sessions without a cap per key: no lease reads them
+        (the pruner's; ``app.store.statements.parking``)."""
+
+        async def forget(session: str | None) -> None:
+            scoped = session is not None
+            await self._run(statements.forget_frees(session=session, scoped=scoped))
+
+        await self._each_session("frees", None, forget, lambda _: None)
+
     async def cancel(self, lead_id: int, *, now: datetime | None = None) -> Lead:
         """Fail a queued or leased lead with error "cancelled".
 
@@ -1104,6 +1114,7 @@ class Queue:
 
         The change waits for the lease statements in flight and holds new ones back until it
         is stored (milliseconds), so a cap binds every lease that begins after it answers.
+        The leads parked behind a full key are brought back (``statements.unpark_session``).
         """
         validation.session(session)
         validation.session_settings(settings)
@@ -1123,6 +1134,9 @@ class Queue:
                 await execute(conn, statements.lock_timeout(timeout=SETTINGS_LOCK_TIMEOUT))
                 await execute(conn, statements.settings_barrier())
                 [row] = await execute(conn, put)
+                # Under the settings' lock, after them: the parked leads of a key at its
+                # cap go back, and the next leases park what the new settings hold back.
+                await execute(conn, statements.unpark_session(session=session, now=now))
             return settings_of(row)
 
         return await self.db.run(store)

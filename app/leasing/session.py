@@ -5,8 +5,9 @@ the plain leases of one session that arrive while one of its lease
 statements runs go together as the next (``statements.lease_group``, through
 the ``Grouper``): one round trip per plain lease, never more. A session with
 a cap or a rate (found so by that statement, or last time) is leased in a
-transaction that first locks its settings row (``statements.lock_settings``,
-then ``statements.lease_limited``), so its leases take turns and each counts
+transaction that first locks its settings row (``statements.lock_settings``, then,
+with a cap per key, ``statements.tend_keys``, then ``statements.lease_limited``), so its
+leases take turns and each counts
 what is held after the one before committed: across every API process, it
 never holds more than ``max_leased``. A request with an idempotency key, and a
 completion with ``next``, run in one statement that stores the key's answer too
@@ -35,7 +36,7 @@ from app.leasing.together import Plain, Together, Took, lease_of, take_together
 from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, execute
-from app.store.statements import Statement
+from app.store.statements import PARK_MARGIN, Statement
 from leaseq.model import CompleteItem, Lead, Lease
 
 
@@ -298,7 +299,9 @@ class SessionLeases:
     ) -> Leased:
         """Lease a session with a cap or a rate: lock its settings, then lease what they allow."""
         async with conn.transaction():
-            if await execute(conn, statements.lock_settings(session=session)):
+            if locked := await execute(conn, statements.lock_settings(session=session)):
+                if locked[0]["max_leased_per_key"] is not None:
+                    await _tend_keys(conn, session, call.max, now)
                 limited = statements.lease_limited(
                     session=session,
                     max=call.max,
@@ -315,6 +318,20 @@ class SessionLeases:
                 rows = await execute(conn, self._lease_next(session, now, call))
         leases = [lease_of(row, call.ttl) for row in rows if row["id"] is not None]
         return _held_back(leases, rows[0]) if "room" in rows[0] else Leased(leases)
+
+
+async def _tend_keys(conn: Connection, session: str, wanted: int, now: datetime | None) -> None:
+    """Park the full keys' leads at the session's head until the first ``wanted`` and a
+    margin it looked at are leads a lease may take, or it saw them all: the lease's claim
+    then walks no further (``statements.tend_keys``). Each look parks more than the margin,
+    so each lead is parked once however long a full key's backlog."""
+    window = wanted + PARK_MARGIN
+    while True:
+        [tended] = await execute(
+            conn, statements.tend_keys(session=session, window=window, now=now)
+        )
+        if tended["looked_at"] < window or tended["looked_at"] - tended["parked"] >= wanted:
+            return
 
 
 def _encode(leased: Leased) -> Any:

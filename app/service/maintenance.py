@@ -136,7 +136,8 @@ class Periodic:
 class Pruner(Periodic):
     """Retention: every ``interval_s``, forget idempotency keys older than ``keys_after_s``
     and, when ``older_than_s`` is set, delete terminal leads older than that (in small
-    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``) and delete
+    batches, see ``Queue.prune``); then fold the lead counts (``Queue.fold_counts``), forget
+    the frees of keys no lease reads (``Queue.forget_frees``) and delete
     the watches of outcomes that processes which stopped left
     (``app.store.statements.outcomes``)."""
 
@@ -159,6 +160,7 @@ class Pruner(Periodic):
                 if pruned:
                     log.info("pruned %d terminal leads older than %g s", pruned, self.older_than_s)
             await self.queue.fold_counts()
+            await self.queue.forget_frees()
             await self.queue.db.rows(statements.forget_stale_watches())
         except Exception as exc:
             log.warning("prune failed: %s", _why(exc))

@@ -34,6 +34,7 @@ from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from app.store.statements.dependencies import DEPENDENTS_FUNCTION, DEPENDENTS_TRIGGER
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
+from app.store.statements.parking import FREES_FUNCTION, FREES_TRIGGER, PARKED
 from leaseq.limits import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY_KEY_CHARS,
@@ -138,6 +139,9 @@ leads = Table(
     # The event a statement names for the ledger's row trigger on a Citus cluster (revision
     # 0016); NULL at rest: the trigger nulls it again, and on one PostgreSQL it stays NULL.
     Column("ledger_event", Text, nullable=True),
+    # Parked because its concurrency key was at its cap (revision 0018; PARKED in
+    # app.store.statements.parking): brought back when the key frees room.
+    Column("parked", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint(_in("status", STATUSES), name="leads_status_valid"),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="leads_session_valid"),
     CheckConstraint("attempts >= 0", name="leads_attempts_nonnegative"),
@@ -159,6 +163,7 @@ leads = Table(
     CheckConstraint(
         "waiting_on >= 0 AND (waiting_on = 0 OR scheduled)", name="leads_waiting_on_valid"
     ),
+    CheckConstraint("NOT parked OR (status = 'queued' AND scheduled)", name="leads_parked_queued"),
     Index(
         "leads_session_key", "session", "key", unique=True, postgresql_where=text("key IS NOT NULL")
     ),
@@ -196,6 +201,16 @@ leads = Table(
         "session",
         "concurrency_key",
         postgresql_where=text("status = 'leased' AND concurrency_key IS NOT NULL"),
+    ),
+    # The parked leads of a session per key, best first: what a key that freed room brings
+    # back (revision 0018; app.store.statements.parking).
+    Index(
+        "leads_parked",
+        "session",
+        "concurrency_key",
+        text("priority DESC"),
+        "id",
+        postgresql_where=text(PARKED),
     ),
     # The pruner's index: terminal leads, oldest change first (revision 0002).
     Index(
@@ -375,6 +390,20 @@ TRIGGERS = {
 CREATE_TRIGGER = "CREATE TRIGGER {} {} FOR EACH STATEMENT EXECUTE FUNCTION leaseq_count_leads()"
 
 
+# The leases of each key that ended since a limited lease of its session last looked, per
+# writer's slot (revision 0018; app.store.statements.parking): kept by the trigger
+# leads_key_frees, read and deleted by tend_keys.
+lead_key_frees = Table(
+    "lead_key_frees",
+    metadata,
+    Column("session", Text, nullable=False),
+    Column("concurrency_key", Text, nullable=False),
+    Column("slot", Integer, nullable=False),
+    Column("n", BigInteger, nullable=False),
+    PrimaryKeyConstraint("session", "concurrency_key", "slot", name="lead_key_frees_pkey"),
+)
+
+
 # The edges of dependencies (revision 0012): ``lead_id`` waits on ``after_id``, both leads of
 # ``session``; read by the trigger leads_dependents from the parent's side.
 lead_dependencies = Table(
@@ -533,6 +562,10 @@ _dependents = DDL(DEPENDENTS_FUNCTION.replace("%", "%%"))  # type: ignore[no-unt
 event.listen(metadata, "after_create", _dependents)
 _dependents_trigger = DDL(DEPENDENTS_TRIGGER)  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _dependents_trigger)
+_frees = DDL(FREES_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _frees)
+_frees_trigger = DDL(FREES_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _frees_trigger)
 
 
 def sqlalchemy_url(url: str) -> URL:

@@ -1,6 +1,7 @@
 """Flow control on the cluster: every test of one PostgreSQL's pause, cooldown and maximum
 runtime (``tests/integration/test_flow_control.py``) and of its concurrency keys
-(``tests/integration/test_concurrency_keys.py``), each on a fresh database of the cluster
+(``tests/integration/test_concurrency_keys.py``, ``tests/integration/test_parked_keys.py``),
+each on a fresh database of the cluster
 (this folder's ``database_url``), and the cap per key under 16 workers of two pools.
 
 Left out: the plan of a keyed lease (an ``EXPLAIN`` of one PostgreSQL; on the cluster
@@ -44,23 +45,41 @@ from tests.integration.test_flow_control import (
     test_hostile_pauses_are_refused,
     test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself,
 )
+from tests.integration.test_parked_keys import (
+    test_a_change_of_settings_brings_back_every_parked_lead,
+    test_a_full_keys_backlog_is_parked_once_and_comes_back_as_the_key_frees_room,
+    test_a_key_that_freed_room_gives_its_session_work_in_the_fleets_view,
+    test_a_lead_brought_back_keeps_its_time_and_leases_in_its_order,
+    test_a_lease_that_ends_while_its_key_is_parked_brings_the_key_back,
+    test_a_session_without_a_cap_parks_nothing_and_its_frees_are_forgotten,
+    test_every_way_a_keyed_lease_ends_brings_its_key_back,
+    test_no_key_keeps_room_with_its_leads_parked_under_load,
+)
 from tests.support import fetch
 
 __all__ = [
+    "test_a_change_of_settings_brings_back_every_parked_lead",
+    "test_a_full_keys_backlog_is_parked_once_and_comes_back_as_the_key_frees_room",
     "test_a_heartbeat_cannot_keep_a_lead_past_its_maximum_runtime",
     "test_a_key_at_its_cap_holds_up_no_other_key",
+    "test_a_key_that_freed_room_gives_its_session_work_in_the_fleets_view",
+    "test_a_lead_brought_back_keeps_its_time_and_leases_in_its_order",
     "test_a_lease_across_sessions_skips_a_paused_one",
+    "test_a_lease_that_ends_while_its_key_is_parked_brings_the_key_back",
     "test_a_limited_session_paused_leases_nothing",
     "test_a_lost_lease_cannot_throttle_and_bad_throttles_change_nothing",
     "test_a_pause_binds_a_lease_through_another_connection_pool",
     "test_a_pause_for_a_time_ends_on_the_database_clock",
     "test_a_paused_session_leases_nothing_and_its_held_leases_go_on",
+    "test_a_session_without_a_cap_parks_nothing_and_its_frees_are_forgotten",
     "test_a_throttle_never_shortens_a_pause",
     "test_a_throttled_release_pauses_the_session_and_spends_no_attempt",
     "test_an_expired_lease_not_yet_swept_still_counts",
+    "test_every_way_a_keyed_lease_ends_brings_its_key_back",
     "test_hostile_flow_fields_of_a_push_write_nothing",
     "test_hostile_flow_settings_store_nothing",
     "test_hostile_pauses_are_refused",
+    "test_no_key_keeps_room_with_its_leads_parked_under_load",
     "test_the_session_default_runtime_and_a_short_one_bound_the_lease_itself",
 ]
 

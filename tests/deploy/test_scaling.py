@@ -66,6 +66,8 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "dependency_targets": lambda: text("dependency_targets"),
     "add_dependencies": lambda: text("add_dependencies", ledger=True),
     "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False),
+    "tend_keys": lambda: text("tend_keys"),
+    "unpark_session": lambda: text("unpark_session"),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -90,7 +92,13 @@ FLEET_VIEW = ("oldest_available", "settings_all")
 # every node's (Citus propagates LOCK); an operator's rare write, not a hot statement.
 BARRIER = ("settings_barrier",)
 # Maintenance of delayed leads and of the kept counts: each shard runs its own.
-MAINTENANCE = ("promote", "fold_counts", "forget_zero_counts", "sessions_to_keep")
+MAINTENANCE = (
+    "promote",
+    "fold_counts",
+    "forget_zero_counts",
+    "forget_frees",
+    "sessions_to_keep",
+)
 # The dashboard's overview: cold reads across sessions, once per poll.
 OVERVIEW = ("per_minute", "expiring", "failures")
 # Small tables that are reference tables on Citus (revisions 0008, 0010): tokens, the audit
@@ -146,6 +154,7 @@ PARAMETERS: dict[str, Any] = {
     "ids": [1],
     "owner": "w",
     "max": 10,
+    "window": 42,
     "tokens": ["t"],
     "ttl_s": 60.0,
     "owners": ["w"],
@@ -185,7 +194,7 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
-    session_scoped |= {"pause", "resume"}
+    session_scoped |= {"pause", "resume", "tend_keys", "unpark_session"}
     session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
     cross = {
         "stats_all",
@@ -325,10 +334,11 @@ async def test_a_session_scoped_statement_reads_one_partition(
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
     assert all(len(touched[table]) <= 1 for table in TABLES), touched
     # It reads something, pruned to one partition (an INSERT is routed as it runs instead; a
-    # pause or resume touches the session's settings row alone).
+    # pause or resume touches the session's settings row alone, and unpark_session writes the
+    # session's leads it reads).
     read = any(touched[table] for table in TABLES)
     assert read or name.startswith(
-        ("push", "settings_put", "pause", "resume", "add_dependencies")
+        ("push", "settings_put", "pause", "resume", "add_dependencies", "unpark_session")
     ), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched

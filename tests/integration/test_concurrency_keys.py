@@ -122,8 +122,9 @@ async def test_an_expired_lease_not_yet_swept_still_counts(queue: Queue) -> None
 
 
 async def test_a_keyed_lease_counts_the_leased_leads_by_their_index(db: Database) -> None:
-    """The count per key reads a partial index of leased leads, and the claim is the ordered
-    scan of ``leads_ready``: the session's waiting leads are never read to count."""
+    """The count per key reads a partial index of leased leads, one key at a time (the keys
+    the claim meets), and the claim is the ordered scan of ``leads_ready``: the session's
+    waiting leads are never read to count, nor every key it holds."""
     await db.rows(
         """
 INSERT INTO leads (session, payload, concurrency_key, status, attempts, owner, lease_token,
@@ -145,10 +146,10 @@ FROM generate_series(1, 50000) AS n
     params["tokens"] = [f"t{i}" for i in range(10)]
     query = statements.text("lease_limited", ledger=True)
     plan = "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {query}", params))
-    counting = plan[plan.index("CTE keys_held") : plan.index("CTE room")]
-    # a partial index of leased leads: leads_leased_keys, or the sweeper's when one session
-    # holds them all (the planner's cost call; both read the leased leads alone)
-    assert re.search(r"Index (Only )?Scan using leads_leased_(keys|expiry)", counting), counting
     claiming = plan[plan.index("CTE ready") : plan.index("CTE due")]
     assert "Index Scan using leads_ready on leads" in claiming, claiming
+    # each key the claim meets: a probe of leased leads by session and key
+    counted = re.findall(r"Index (?:Only )?Scan using (\w+) on leads h", plan)
+    assert counted and set(counted) == {"leads_leased_keys"}, plan
+    assert "Index Cond: ((session = 's'::text) AND (concurrency_key = " in plan, plan
     assert "Seq Scan on leads" not in plan, plan

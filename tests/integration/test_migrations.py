@@ -82,7 +82,7 @@ def test_upgrade_builds_exactly_the_table_definitions(
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
     tables |= {"api_tokens", "operator_actions", "schedules", "lead_waits", "alembic_version"}
-    tables.add("lead_dependencies")
+    tables |= {"lead_dependencies", "lead_key_frees"}
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
@@ -431,6 +431,50 @@ def test_0014_runs_the_dependents_trigger_per_statement_and_downgrades_cleanly(
     assert _schema(sync_engine) == before
     with sync_engine.connect() as conn:
         assert tuple(conn.execute(query).one()) == (1, None, None)
+
+
+def test_0018_parks_keys_at_their_cap_and_downgrades_with_no_lead_left_parked(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """0018 adds the frees, their trigger and the parked leads' index to a queue with leads;
+    the downgrade brings every parked lead back before it drops what brings them back."""
+    migrate.upgrade(empty_database_url, "0017")
+    before = _schema(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(text("INSERT INTO leads (session, concurrency_key) VALUES ('s', 'k')"))
+    migrate.upgrade(empty_database_url, "0018")
+    with sync_engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE leads SET status = 'leased', lease_token = 't', "
+                "lease_expires_at = now() + interval '1 minute'"
+            )
+        )
+        conn.execute(text("UPDATE leads SET status = 'done', lease_expires_at = NULL"))
+        assert conn.execute(
+            text("SELECT session, concurrency_key, n FROM lead_key_frees")
+        ).all() == [("s", "k", 1)]
+        conn.execute(
+            text(
+                "INSERT INTO leads (session, concurrency_key, available_at) "
+                "VALUES ('s', 'k', '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "UPDATE leads SET parked = true, scheduled = true, ready_at = available_at, "
+                "available_at = '9999-12-31 00:00:00+00' WHERE status = 'queued'"
+            )
+        )
+    indexes = _index_definitions(sync_engine)
+    assert "(session, concurrency_key, priority DESC, id)" in indexes["leads_parked"]
+    migrate.downgrade(empty_database_url, "0017")
+    assert _schema(sync_engine) == before
+    with sync_engine.connect() as conn:
+        queued = conn.execute(
+            text("SELECT scheduled, available_at FROM leads WHERE status = 'queued'")
+        ).one()
+        assert not queued.scheduled and queued.available_at.year == 2026
 
 
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:

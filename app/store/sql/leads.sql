@@ -1170,7 +1170,7 @@ FROM swept;
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
     RETURNING *
 ),
@@ -1190,7 +1190,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
     RETURNING *
 ),
@@ -1210,7 +1210,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
     RETURNING *
 )
@@ -1226,7 +1226,7 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
     RETURNING *
 )

@@ -1525,12 +1525,13 @@ ORDER BY l.priority DESC, l.id;
 --
 -- Lock a limited session's settings row, in the transaction of its lease: the session's
 -- limited leases take turns, each counting what is held after the one before committed.
--- No row back: the session has no limits (any more).
+-- Its cap per key (``tend_keys`` runs when there is one); no row back: the session has no
+-- limits (any more).
 --
 -- parameters: session
 
 -- name: lock_settings
-SELECT FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL) FOR UPDATE;
+SELECT max_leased_per_key FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL) FOR UPDATE;
 
 -- ========================================================================================
 -- lease_limited
@@ -1576,12 +1577,6 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
-keys_held AS (
-    SELECT concurrency_key, count(*) AS n FROM leads
-    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
-      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
-    GROUP BY concurrency_key
-),
 room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
@@ -1595,9 +1590,11 @@ ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
       AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-        SELECT concurrency_key FROM keys_held
-        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+           OR (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
@@ -1605,9 +1602,11 @@ ready AS (
 due AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND scheduled AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-        SELECT concurrency_key FROM keys_held
-        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+           OR (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1618,7 +1617,14 @@ picked AS (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ) AS ranked
-    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
+    LEFT JOIN (
+        SELECT k.concurrency_key, (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = k.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) AS n
+        FROM (SELECT DISTINCT concurrency_key FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+              WHERE concurrency_key IS NOT NULL) AS k
+    ) AS k ON k.concurrency_key = ranked.concurrency_key
     WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
        OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
     ORDER BY ranked.priority DESC, ranked.id
@@ -1697,12 +1703,6 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
-keys_held AS (
-    SELECT concurrency_key, count(*) AS n FROM leads
-    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
-      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
-    GROUP BY concurrency_key
-),
 room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
@@ -1716,9 +1716,11 @@ ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
       AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-        SELECT concurrency_key FROM keys_held
-        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+           OR (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
@@ -1726,9 +1728,11 @@ ready AS (
 due AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND scheduled AND available_at <= (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
-        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-        SELECT concurrency_key FROM keys_held
-        WHERE n >= (SELECT max_leased_per_key FROM settings))) AND NOT EXISTS (SELECT FROM paused)
+        * (%(now)s::timestamptz = transaction_timestamp())::int) AND (concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
+           OR (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1739,7 +1743,14 @@ picked AS (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
     ) AS ranked
-    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
+    LEFT JOIN (
+        SELECT k.concurrency_key, (SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = k.concurrency_key
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) AS n
+        FROM (SELECT DISTINCT concurrency_key FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+              WHERE concurrency_key IS NOT NULL) AS k
+    ) AS k ON k.concurrency_key = ranked.concurrency_key
     WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
        OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
     ORDER BY ranked.priority DESC, ranked.id

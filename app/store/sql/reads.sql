@@ -20,7 +20,14 @@ FROM (SELECT least(
         (SELECT min(available_at) AS at FROM leads
          WHERE session = %(session)s AND status = 'queued' AND NOT scheduled),
         (SELECT min(available_at) AS at FROM leads
-         WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz)) AS at) AS oldest LEFT JOIN counted ON true;
+         WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz),
+        (SELECT min(back.at) AS at FROM lead_key_frees AS f
+         CROSS JOIN LATERAL (
+             SELECT ready_at AS at FROM leads
+             WHERE session = %(session)s AND concurrency_key = f.concurrency_key
+               AND status = 'queued' AND parked
+             ORDER BY priority DESC, id LIMIT 1) AS back
+         WHERE f.session = %(session)s)) AS at) AS oldest LEFT JOIN counted ON true;
 
 -- ========================================================================================
 -- stats_all
@@ -135,7 +142,8 @@ SELECT count(*) AS forgotten FROM forgotten;
 -- sessions_to_keep
 --
 -- The sessions with expired leases (``sweep``), due scheduled leads (``promote``),
--- counts to fold or forget (``fold_counts``, ``forget_zero_counts``) or terminal leads
+-- counts to fold or forget (``fold_counts``, ``forget_zero_counts``), frees of keys
+-- (``forget_frees``) or terminal leads
 -- unchanged for ``older_than_s`` (``prune``): a read of every shard through the index each
 -- upkeep uses, without a lock.
 --
@@ -149,6 +157,9 @@ SELECT DISTINCT session FROM leads WHERE scheduled AND available_at <= %(now)s::
 
 -- name: sessions_to_keep (of=counts)
 SELECT DISTINCT session FROM lead_counts WHERE slot <> 0 OR n = 0;
+
+-- name: sessions_to_keep (of=frees)
+SELECT DISTINCT session FROM lead_key_frees;
 
 -- name: sessions_to_keep (of=terminal)
 SELECT DISTINCT session FROM leads WHERE status IN ('done', 'failed', 'cached') AND updated_at < %(now)s::timestamptz - make_interval(secs => %(older_than_s)s::float8);
@@ -187,20 +198,28 @@ SELECT version_num FROM alembic_version;
 -- oldest_available
 --
 -- Per session with queued leads, the age of its oldest lead that could be leased now
--- (sessions with none left out): two index probes per such session, whatever the leads.
+-- (sessions with none left out): two index probes per such session, whatever the leads,
+-- and one per key of it that freed room for a parked lead since its last lease.
 -- The scaling signal, the dashboard's oldest age, and the fleet's view of who has work.
 --
 -- parameters: now
 
 -- name: oldest_available
-SELECT c.session, CASE WHEN least(ready.at, due.at) IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at)) IS NOT NULL THEN least(greatest(extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at)), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s
+SELECT c.session, CASE WHEN least(ready.at, due.at, back.at) IS NOT NULL THEN greatest(0, (CASE WHEN extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at, back.at)) IS NOT NULL THEN least(greatest(extract(epoch FROM %(now)s::timestamptz) - extract(epoch FROM least(ready.at, due.at, back.at)), -1000000000000.0), 1000000000000.0) END)::float8) END AS age_s
 FROM (SELECT session FROM lead_counts WHERE status = 'queued'
       GROUP BY session HAVING sum(n) > 0) AS c
 CROSS JOIN LATERAL (SELECT min(available_at) AS at FROM leads
          WHERE session = c.session AND status = 'queued' AND NOT scheduled) AS ready
 CROSS JOIN LATERAL (SELECT min(available_at) AS at FROM leads
          WHERE session = c.session AND scheduled AND available_at <= %(now)s::timestamptz) AS due
-WHERE least(ready.at, due.at) IS NOT NULL;
+CROSS JOIN LATERAL (SELECT min(back.at) AS at FROM lead_key_frees AS f
+         CROSS JOIN LATERAL (
+             SELECT ready_at AS at FROM leads
+             WHERE session = c.session AND concurrency_key = f.concurrency_key
+               AND status = 'queued' AND parked
+             ORDER BY priority DESC, id LIMIT 1) AS back
+         WHERE f.session = c.session) AS back
+WHERE least(ready.at, due.at, back.at) IS NOT NULL;
 
 -- ========================================================================================
 -- lead_events

@@ -6,7 +6,8 @@ binds parameters by hand.
 The statements live by concern: ``lease`` (the lease statements), ``leads`` (a lead's life
 after its lease), ``keys`` (idempotency), ``settings``, ``reads`` (counts and clocks) and
 ``views`` (the report and the dashboard), ``tokens`` (scoped tokens and the audit
-trail), ``schedules`` and ``outcomes`` (waiting for a lead's outcome), written from
+trail), ``schedules``, ``outcomes`` (waiting for a lead's outcome) and ``parking`` (keys at
+their cap), written from
 ``fragments``. Each text, every variant of it, is rendered whole into ``app/store/sql/``
 (``python -m app.store.render``).
 
@@ -71,6 +72,7 @@ from app.store.statements.outcomes import (
     watch,
     watched,
 )
+from app.store.statements.parking import PARK_MARGIN, forget_frees, tend_keys, unpark_session
 from app.store.statements.reads import (
     autovacuum,
     db_now,
@@ -135,6 +137,7 @@ __all__ = [
     "NOTIFY_CHANNEL",
     "NOW",
     "OUTCOME_EVENTS",
+    "PARK_MARGIN",
     "REGISTRY",
     "TOKENS_CHANNEL",
     "WAKE_ALL",
@@ -160,6 +163,7 @@ __all__ = [
     "expiring",
     "failures",
     "fold_counts",
+    "forget_frees",
     "forget_stale_watches",
     "forget_zero_counts",
     "get",
@@ -211,11 +215,13 @@ __all__ = [
     "stats",
     "stats_all",
     "sweep",
+    "tend_keys",
     "text",
     "token_create",
     "token_lookup",
     "token_revoke",
     "tokens_listing",
+    "unpark_session",
     "unwatch",
     "valid_leases",
     "watch",

@@ -224,25 +224,45 @@ def seconds_between(earlier: str, later: str) -> str:
     return f"({within(span, -MAX_SPAN_S, MAX_SPAN_S)})::float8"
 
 
-def oldest_ready_and_due(session: str) -> tuple[str, str]:
+def oldest_available_probes(session: str) -> tuple[str, str, str]:
     """When the oldest lead of ``session`` (an SQL expression) that could be leased now became
-    available, as two queries of one row: its oldest ready lead (``leads_ready_age``) and its
-    oldest due scheduled one (``leads_scheduled_due``), one index probe each; NULL for none."""
+    available, as three queries of one row, NULL for none: its oldest ready lead
+    (``leads_ready_age``), its oldest due scheduled one (``leads_scheduled_due``), one
+    index probe each, and the best parked lead of each key that freed room since the
+    session's last limited lease, which its next one brings back (a probe of
+    ``leads_parked`` per such key: app.store.statements.parking)."""
     return (
         f"""SELECT min(available_at) AS at FROM leads
          WHERE session = {session} AND status = 'queued' AND NOT scheduled""",
         f"""SELECT min(available_at) AS at FROM leads
          WHERE session = {session} AND scheduled AND available_at <= {NOW}""",
+        f"""SELECT min(back.at) AS at FROM lead_key_frees AS f
+         CROSS JOIN LATERAL (
+             SELECT ready_at AS at FROM leads
+             WHERE session = {session} AND concurrency_key = f.concurrency_key
+               AND status = 'queued' AND parked
+             ORDER BY priority DESC, id LIMIT 1) AS back
+         WHERE f.session = {session}""",
     )
 
 
 def oldest_available_at(session: str) -> str:
-    """The earlier of ``oldest_ready_and_due``: NULL when ``session`` has no such lead."""
-    ready, due = oldest_ready_and_due(session)
-    return f"least(\n        ({ready}),\n        ({due}))"
+    """The earliest of ``oldest_available_probes``: NULL when ``session`` has no such lead."""
+    ready, due, back = oldest_available_probes(session)
+    return f"least(\n        ({ready}),\n        ({due}),\n        ({back}))"
 
 
 def age_of(since: str) -> str:
     """Seconds from ``since`` (a column) to now on the database clock: never below 0, and NULL
     for NULL (which ``greatest`` alone would turn into 0)."""
     return f"CASE WHEN {since} IS NOT NULL THEN greatest(0, {seconds_between(since, NOW)}) END"
+
+
+def held_of_key(key: str, cap: str) -> str:
+    """The leads of one concurrency key of the session leased now, counted up to ``cap``
+    (SQL for each), through the index ``leads_leased_keys``: the leased leads of that key
+    alone, never the waiting ones nor other keys'."""
+    return f"""(SELECT count(*) FROM (
+            SELECT FROM leads AS h
+            WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = {key}
+            LIMIT {cap}) AS held)"""

@@ -382,7 +382,7 @@ def _cancel(ledger: bool, routed: bool) -> str:
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, updated_at = {NOW}, {logged("cancelled")}
+        scheduled = false, parked = false, updated_at = {NOW}, {logged("cancelled")}
     WHERE id = %(lead_id)s {only_session(routed)} AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}

@@ -20,6 +20,7 @@ from app.store.statements.fragments import (
     ONLY_LOCKED,
     SETTINGS,
     VALID_LEASE,
+    held_of_key,
     ledger_rows,
     logged,
     only_session,
@@ -507,29 +508,28 @@ _RUNTIME_S = """coalesce(l.max_runtime_s, (
             SELECT max_runtime_s FROM session_settings WHERE session = %(session)s))"""
 # The candidates of a lease: its ready and due leads.
 _CANDIDATES = "(SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates"
-# A session with max_leased_per_key (``lease_limited``, under the session's lock): the leads
-# of each key leased now (index ``leads_leased_keys``: the leased leads, never the waiting).
-_KEYS_HELD = """keys_held AS (
-    SELECT concurrency_key, count(*) AS n FROM leads
-    WHERE session = %(session)s AND status = 'leased' AND concurrency_key IS NOT NULL
-      AND (SELECT max_leased_per_key FROM settings) IS NOT NULL
-    GROUP BY concurrency_key
-),
-"""
-# Its claim passes over the leads of the keys at their cap (so they hold up no other key) ...
-_KEY_HAS_ROOM = """AND (concurrency_key IS NULL OR concurrency_key NOT IN (
-        SELECT concurrency_key FROM keys_held
-        WHERE n >= (SELECT max_leased_per_key FROM settings)))"""
-# ... and takes, of each key, no more than the room left under the cap (a join with the
-# keys held, not a probe of them per candidate: that would read every held key each time).
+# A session with max_leased_per_key (``lease_limited``, under the session's lock): its cap.
+_CAP = "(SELECT max_leased_per_key FROM settings)"
+# Its claim passes over the leads of the keys at their cap (so they hold up no other key),
+# counting the keys it meets alone (``held_of_key``): their number follows the leads the
+# claim walks, which ``tend_keys`` keeps short (app.store.statements.parking), never the
+# keys held in the session ...
+_KEY_HAS_ROOM = f"""AND (concurrency_key IS NULL OR {_CAP} IS NULL
+           OR {held_of_key("leads.concurrency_key", _CAP)} < {_CAP})"""
+# ... and takes, of each key, no more than the room left under the cap (each key the
+# candidates have counted once, joined, not once per candidate).
 _KEYED_PICK = f"""SELECT ranked.id, ranked.priority FROM (
         SELECT candidates.*, row_number() OVER (
             PARTITION BY candidates.concurrency_key ORDER BY priority DESC, id) AS nth
         FROM {_CANDIDATES}
     ) AS ranked
-    LEFT JOIN keys_held AS k ON k.concurrency_key = ranked.concurrency_key
-    WHERE ranked.concurrency_key IS NULL OR (SELECT max_leased_per_key FROM settings) IS NULL
-       OR ranked.nth + coalesce(k.n, 0) <= (SELECT max_leased_per_key FROM settings)
+    LEFT JOIN (
+        SELECT k.concurrency_key, {held_of_key("k.concurrency_key", _CAP)} AS n
+        FROM (SELECT DISTINCT concurrency_key FROM {_CANDIDATES}
+              WHERE concurrency_key IS NOT NULL) AS k
+    ) AS k ON k.concurrency_key = ranked.concurrency_key
+    WHERE ranked.concurrency_key IS NULL OR {_CAP} IS NULL
+       OR ranked.nth + coalesce(k.n, 0) <= {_CAP}
     ORDER BY ranked.priority DESC, ranked.id
     LIMIT {{limit}}"""
 
@@ -583,14 +583,18 @@ def valid_leases(*, ids: list[int], tokens: list[str], now: datetime | None) -> 
 
 
 def _lock_settings() -> str:
-    return f"SELECT FROM session_settings WHERE session = %(session)s AND {LIMITED} FOR UPDATE"
+    return (
+        "SELECT max_leased_per_key FROM session_settings "
+        f"WHERE session = %(session)s AND {LIMITED} FOR UPDATE"
+    )
 
 
 @statement(_lock_settings)
 def lock_settings(*, session: str) -> None:
     """Lock a limited session's settings row, in the transaction of its lease: the session's
     limited leases take turns, each counting what is held after the one before committed.
-    No row back: the session has no limits (any more)."""
+    Its cap per key (``tend_keys`` runs when there is one); no row back: the session has no
+    limits (any more)."""
 
 
 def _lease_limited(ledger: bool) -> str:
@@ -618,7 +622,7 @@ bucket AS (
            END AS tokens
     FROM settings WHERE rate_per_s IS NOT NULL
 ),
-{_KEYS_HELD}room AS (
+room AS (
     SELECT (SELECT max_leased FROM settings)::bigint - (
         SELECT coalesce(sum(n), 0) FROM lead_counts
         WHERE session = %(session)s AND status = 'leased')::bigint AS n

@@ -12,7 +12,7 @@ from app.store.statements.fragments import (
     TERMINAL,
     age_of,
     oldest_available_at,
-    oldest_ready_and_due,
+    oldest_available_probes,
     only_session,
 )
 
@@ -120,6 +120,7 @@ _UPKEEP = {
     "expired": f"FROM leads WHERE status = 'leased' AND lease_expires_at <= {NOW}",
     "due": f"FROM leads WHERE scheduled AND available_at <= {NOW}",
     "counts": "FROM lead_counts WHERE slot <> 0 OR n = 0",
+    "frees": "FROM lead_key_frees",
     "terminal": f"FROM leads WHERE status IN {TERMINAL} AND updated_at < {NOW}"
     " - make_interval(secs => %(older_than_s)s::float8)",
 }
@@ -134,7 +135,8 @@ def sessions_to_keep(
     *, of: str, now: datetime | None = None, older_than_s: float | None = None
 ) -> None:
     """The sessions with expired leases (``sweep``), due scheduled leads (``promote``),
-    counts to fold or forget (``fold_counts``, ``forget_zero_counts``) or terminal leads
+    counts to fold or forget (``fold_counts``, ``forget_zero_counts``), frees of keys
+    (``forget_frees``) or terminal leads
     unchanged for ``older_than_s`` (``prune``): a read of every shard through the index each
     upkeep uses, without a lock."""
 
@@ -169,21 +171,23 @@ def schema_revision() -> None:
 def _oldest_available() -> str:
     # Each probe a lateral query of its own, with a FROM and joined on the session: Citus
     # runs the whole statement on each shard (a subquery without FROM it cannot correlate).
-    ready, due = oldest_ready_and_due("c.session")
+    ready, due, back = oldest_available_probes("c.session")
     return f"""
-SELECT c.session, {age_of("least(ready.at, due.at)")} AS age_s
+SELECT c.session, {age_of("least(ready.at, due.at, back.at)")} AS age_s
 FROM (SELECT session FROM lead_counts WHERE status = 'queued'
       GROUP BY session HAVING sum(n) > 0) AS c
 CROSS JOIN LATERAL ({ready}) AS ready
 CROSS JOIN LATERAL ({due}) AS due
-WHERE least(ready.at, due.at) IS NOT NULL
+CROSS JOIN LATERAL ({back}) AS back
+WHERE least(ready.at, due.at, back.at) IS NOT NULL
 """
 
 
 @statement(_oldest_available)
 def oldest_available(*, now: datetime | None) -> None:
     """Per session with queued leads, the age of its oldest lead that could be leased now
-    (sessions with none left out): two index probes per such session, whatever the leads.
+    (sessions with none left out): two index probes per such session, whatever the leads,
+    and one per key of it that freed room for a parked lead since its last lease.
     The scaling signal, the dashboard's oldest age, and the fleet's view of who has work."""
 
 
