@@ -17,7 +17,14 @@ from app.store.pool import Database
 from tests.citus.cluster import Cluster
 from tests.support.serving import leaseq
 
-BY_SESSION = {"leads", "lead_events", "lead_counts", "session_settings", "lead_dependencies"}
+BY_SESSION = {
+    "leads",
+    "lead_events",
+    "lead_counts",
+    "session_settings",
+    "lead_dependencies",
+    "lead_key_frees",
+}
 # The lease's claim as a router statement takes it: one session, FOR UPDATE SKIP LOCKED.
 CLAIM = (
     "SELECT id FROM leads WHERE session = %(session)s AND status = 'queued' AND NOT scheduled "
