@@ -90,6 +90,28 @@ async def test_a_lead_brought_back_keeps_its_time_and_leases_in_its_order(
     assert last.lead.id == pushed.ids[2] and last.lead.available_at == T0  # its time, kept
 
 
+async def test_a_lease_never_waits_for_a_free_being_written(
+    queue: Queue, db: Database, database_url: str
+) -> None:
+    """A statement that ends leases of several keys writes their frees in key order, and the
+    look under the session's lock reads them in any: it skips a free being written (its
+    next look takes it), so the two never wait on each other."""
+    await queue.put_settings("s", SessionSettings(max_leased_per_key=2), now=T0)
+    await queue.push("s", [NewLead({}, concurrency_key="k") for _ in range(4)], now=T0)
+    first, second = (await lease_from(queue, "s", "w", max=2, now=at(1))).leases
+    end = "UPDATE leads SET status = 'done', lease_expires_at = NULL WHERE id = %s"
+    async with await psycopg.AsyncConnection.connect(libpq_url(database_url)) as ending:
+        await ending.execute(end, (first.lead.id,))
+        await ending.commit()  # its free, seen by the next look
+        await ending.execute(end, (second.lead.id,))  # the same free, being written
+        taken = await asyncio.wait_for(lease_from(queue, "s", "w", max=2, now=at(2)), 5)
+        assert len(taken.leases) == 1  # the second lease still counts as held
+        await ending.commit()
+    assert await _frees(db) == [("s", "k", 2)]  # left for the next look, grown
+    assert len((await lease_from(queue, "s", "w", max=2, now=at(3))).leases) == 1
+    assert await _frees(db) == []
+
+
 async def test_a_key_that_freed_room_gives_its_session_work_in_the_fleets_view(
     queue: Queue,
 ) -> None:

@@ -72,9 +72,17 @@ parked AS (
       AND l.status = 'queued' AND NOT l.scheduled
     RETURNING l.id
 ),
+unlocked AS (
+    -- Not one a statement ending a lease of its key writes now (it is for the next look):
+    -- this statement, under the session's lock, never waits for such a one.
+    SELECT f.concurrency_key, f.slot FROM lead_key_frees AS f
+    JOIN frees USING (concurrency_key, slot)
+    WHERE f.session = %(session)s
+    FOR UPDATE OF f SKIP LOCKED
+),
 seen AS (
     -- Only as it was read: a free that grew meanwhile stays for the next look.
-    DELETE FROM lead_key_frees AS f USING frees
+    DELETE FROM lead_key_frees AS f USING frees JOIN unlocked USING (concurrency_key, slot)
     WHERE f.session = %(session)s AND f.concurrency_key = frees.concurrency_key
       AND f.slot = frees.slot AND f.n = frees.n
 )

@@ -23,8 +23,11 @@ it counted ends after that snapshot, and its end writes a free that commits afte
 next ``tend_keys`` runs after the parking one committed (the lock), sees that free and
 the parked leads together, and brings back what the key has room for. A free is deleted
 only as it was seen (``n`` unchanged): a lease that ends while it is read adds to ``n``
-and its free stays for the next look. The cap itself is ``lease_limited``'s, unchanged:
-parking only moves leads between ready and parked.
+and its free stays for the next look. Nor does the look wait for a free a statement is
+writing (``SKIP LOCKED``): that statement may end leases of several keys, and the two
+would wait on each other in opposite orders; its frees are the next look's. The cap
+itself is ``lease_limited``'s, unchanged: parking only moves leads between ready and
+parked.
 
 The frees of a session without ``max_leased_per_key`` are never looked at: the pruner
 deletes them (``forget_frees``), and a change of a session's settings brings back all
@@ -133,9 +136,17 @@ parked AS (
       AND l.status = 'queued' AND NOT l.scheduled
     RETURNING l.id
 ),
+unlocked AS (
+    -- Not one a statement ending a lease of its key writes now (it is for the next look):
+    -- this statement, under the session's lock, never waits for such a one.
+    SELECT f.concurrency_key, f.slot FROM lead_key_frees AS f
+    JOIN frees USING (concurrency_key, slot)
+    WHERE f.session = %(session)s
+    FOR UPDATE OF f SKIP LOCKED
+),
 seen AS (
     -- Only as it was read: a free that grew meanwhile stays for the next look.
-    DELETE FROM lead_key_frees AS f USING frees
+    DELETE FROM lead_key_frees AS f USING frees JOIN unlocked USING (concurrency_key, slot)
     WHERE f.session = %(session)s AND f.concurrency_key = frees.concurrency_key
       AND f.slot = frees.slot AND f.n = frees.n
 )
