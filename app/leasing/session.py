@@ -5,11 +5,11 @@ the plain leases of one session that arrive while one of its lease
 statements runs go together as the next (``statements.lease_group``, through
 the ``Grouper``): one round trip per plain lease, never more. A session with
 a cap or a rate (found so by that statement, or last time) is leased in a
-transaction that first locks its settings row (``statements.lock_settings``, then,
-with a cap per key, ``statements.tend_keys``, then ``statements.lease_limited``), so its
-leases take turns and each counts
-what is held after the one before committed: across every API process, it
-never holds more than ``max_leased``. A request with an idempotency key, and a
+transaction that first locks its settings row (``statements.lock_settings``;
+then, with a cap per key, ``statements.tend_keys``; then
+``statements.lease_limited``), so its leases take turns and each counts what
+is held after the one before committed: across every API process, it never
+holds more than ``max_leased``. A request with an idempotency key, and a
 completion with ``next``, run in one statement that stores the key's answer too
 (``statements.lease_keyed``, ``statements.complete_and_lease``), or together with the
 others of their session that arrived with them (``app.leasing.together``); for a limited
