@@ -73,6 +73,8 @@ BEGIN
 END
 $$
 """
+# A parked lead (``l``) brought back: ready again at its own time (kept in ``ready_at``).
+_BROUGHT_BACK = f"parked = false, scheduled = l.ready_at > {LOCKED_NOW}, available_at = l.ready_at"
 # The session's cap per key, in tend_keys.
 _CAP = "(SELECT n FROM cap)"
 FREES_TRIGGER = (
@@ -121,7 +123,7 @@ full_keys AS (
 ),
 unparked AS (
     UPDATE leads AS l
-    SET parked = false, scheduled = l.ready_at > {LOCKED_NOW}, available_at = l.ready_at
+    SET {_BROUGHT_BACK}
     FROM back
     WHERE l.id = back.id AND l.session = %(session)s
     RETURNING l.id
@@ -168,7 +170,7 @@ def _unpark_session() -> str:
     return f"""
 WITH unparked AS (
     UPDATE leads AS l
-    SET parked = false, scheduled = l.ready_at > {LOCKED_NOW}, available_at = l.ready_at
+    SET {_BROUGHT_BACK}
     WHERE l.session = %(session)s AND {PARKED}
     RETURNING l.id
 )
