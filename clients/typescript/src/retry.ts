@@ -4,8 +4,8 @@
  * would be refused again.
  *
  * The n-th retry waits about `baseS * 2^n` (at most `maxS`), half of it fixed and half
- * random so a fleet cut off at once does not come back in step, and never less than the
- * service's `Retry-After`. A retry must never turn one intent into two effects, so the
+ * random so a fleet cut off at once does not come back in step; an answer with
+ * `Retry-After` says how long instead (the same rule as the Python client's). A retry must never turn one intent into two effects, so the
  * calls that are not safe to repeat as they are (push, lease, a completion with `next`)
  * carry an `Idempotency-Key` (`newIdempotencyKey`), the same on every retry.
  */
@@ -28,17 +28,20 @@ export const NO_RETRY: Readonly<RetryPolicy> = Object.freeze({ attempts: 1, base
 /** The longest `Retry-After` honoured, in seconds: a longer one is taken as this. */
 export const MAX_RETRY_AFTER_S = 60;
 
-/** Seconds before retry number `retry` (0 for the first), honouring `retryAfterS`. */
+/** Seconds before retry number `retry` (0 for the first): the backoff, or when the service said
+ * `Retry-After`, that long (at most 60 s) plus up to a fifth more at random, so a fleet told
+ * "in a second" does not come back in step. */
 export function backoffS(
   policy: Readonly<RetryPolicy>,
   retry: number,
   retryAfterS?: number,
   random: () => number = Math.random,
 ): number {
+  if (retryAfterS !== undefined) {
+    return Math.min(Math.max(retryAfterS, 0), MAX_RETRY_AFTER_S) * (1 + random() * 0.2);
+  }
   const cap = Math.min(policy.maxS, policy.baseS * 2 ** Math.max(0, retry));
-  const jittered = cap / 2 + random() * (cap / 2);
-  const asked = retryAfterS === undefined ? 0 : Math.min(Math.max(retryAfterS, 0), MAX_RETRY_AFTER_S);
-  return Math.max(jittered, asked);
+  return cap / 2 + random() * (cap / 2);
 }
 
 /** The seconds of a `Retry-After` header (delay-seconds or an HTTP date), or undefined. */
