@@ -118,10 +118,16 @@ def test_stalled_heartbeat(fleet: Fleet, service: Service, database_url: str) ->
             await asyncio.Event().wait()  # never answered: the proxy closes it at the end
         return None
 
-    [lead] = push(service, [{"payload": {"ms": 8000}}])  # twice the ttl
+    [lead] = push(service, [{"payload": {"ms": 12_000}}])  # three times the ttl
     with proxied(service.port, intercept=hold_renewals) as proxy:
         stalled = fleet.start(proxy.url, SESSION, concurrency=1, ttl_s=4)
-        until(lambda: stalled.events("start"), 30, "the lead to start")
+        [start] = until(lambda: stalled.events("start"), 30, "the lead to start")
+
+        def renewed() -> bool:  # a third of the ttl apart: past the first lease's end
+            seen = list(proxy.proxy.seen)
+            return sum(e.path.startswith("/renew") and e.status == 200 for e in seen) >= 4
+
+        until(renewed, 30, "four renewals answered")
         holding.set()
         [aborted] = until(lambda: stalled.events("aborted"), 30, "the handler to be aborted")
         [(status, expires_at)] = rows(
@@ -130,6 +136,7 @@ def test_stalled_heartbeat(fleet: Fleet, service: Service, database_url: str) ->
         stalled.terminate()
         assert stalled.wait() == 0
     assert aborted["lead"] == lead
+    assert aborted["t"] - start["t"] > 4000  # renewals kept it past its first lease's ttl
     # Aborted while its lease was still valid: no renewal got through since the hold, so
     # the row's expiry is the lease's end.
     assert status == "leased"

@@ -303,6 +303,7 @@ export class Worker {
     const ttlS = lease.ttl_s ?? this.options.ttlS ?? 1;
     const h = new Held(lease, sent, ttlS, received, this.options.killGraceS);
     this.held.set(lease.token, h);
+    this.heartbeat.due(h.renewAt); // wakes the heartbeat when this one is due before it wakes
     if (this.stopping) {
       this.track(this.release(h, { error: "shutdown" })); // leased while stopping: straight back
       return;
@@ -320,7 +321,6 @@ export class Worker {
         this.pump();
       }
     };
-    this.heartbeat.due(h.renewAt);
   }
 
   /** Start waiting leases in the free handler slots. */
