@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support import system
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
 from tests.support.serving import ROOT, child_env, until
@@ -81,6 +83,22 @@ def program(language: str, folder: Path) -> list[str]:
     if language == "go":
         return build_go(folder)
     raise ValueError(language)
+
+
+_built: dict[str, list[str] | BaseException] = {}
+
+
+def built(language: str, folder: Path) -> list[str]:
+    """``program``, built once per run: later calls get the same argv, or the same skip."""
+    if language not in _built:
+        try:
+            _built[language] = program(language, folder)
+        except (pytest.skip.Exception, pytest.fail.Exception, AssertionError) as exc:
+            _built[language] = exc
+    found = _built[language]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 @dataclass
