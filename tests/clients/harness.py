@@ -39,17 +39,22 @@ BUILD_TIMEOUT_S = 600.0
 EXIT_TIMEOUT_S = 30.0
 
 
-def run_build(argv: list[str], cwd: Path) -> None:
-    """Run one build step; fail with its output's tail when it fails."""
-    done = subprocess.run(
+def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a program to its end, its output captured as text, with ``env`` added."""
+    return subprocess.run(
         argv,
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
         check=False,
-        env=child_env(),
+        env=child_env(env),
     )
+
+
+def run_build(argv: list[str], cwd: Path) -> None:
+    """Run one build step; fail with its output's tail when it fails."""
+    done = run(argv, cwd)
     assert done.returncode == 0, (
         f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     )

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.harness import NODE, NPM, TYPESCRIPT, built
+from tests.clients.harness import NODE, NPM, TYPESCRIPT, built, run
 from tests.support import system
-from tests.support.serving import Service, Services, child_env
+from tests.support.serving import Service, Services
 
 pytestmark = pytest.mark.service
 
 TOKEN = "typescript-tests"
-RUN_TIMEOUT_S = 300.0
 
 
 @pytest.fixture
@@ -36,18 +35,6 @@ def typescript(tmp_path_factory: pytest.TempPathFactory) -> None:
 def with_tokens(database_url: str, services: Services) -> Service:
     """A fresh ``leaseq serve`` with a full-access token (the token routes need one)."""
     return services.start(database_url=database_url, env={"LEASEQ_API_TOKENS": TOKEN})
-
-
-def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-        env=child_env(env),
-    )
 
 
 def passed(done: subprocess.CompletedProcess[str]) -> int:
