@@ -24,7 +24,8 @@
   ``batch_defer_async``.
 * ``sdk``, ``cli-true`` and ``xargs-true``: what users run (bench/users.py): the
   SDK's ``Worker`` with its defaults, ``leaseq worker -- true``, and the machine's
-  spawn ceiling beside it.
+  spawn ceiling beside it; ``ts-worker``: the TypeScript client's ``Worker`` with its
+  defaults.
 
 Every run checks its outcome: each lead (job) ran exactly once and the database
 agrees; a run that fails its checks raises, and no figure is reported.
@@ -127,6 +128,7 @@ USER_RUN = {
     "sdk": ("sdk", "leaseq.Worker (the SDK), defaults"),
     "cli": ("cli-true", "leaseq worker -- true"),
     "xargs": ("xargs-true", "xargs -n 1 true (no queue)"),
+    "ts": ("ts-worker", "the TypeScript Worker (clients/typescript), defaults"),
 }
 BEFORE = " (before)"  # the mark of a contender served from the older checkout
 BEFORE_SCHEMA = "leaseq_before"  # leaseq's schema as the older checkout's migrations make it
@@ -775,7 +777,7 @@ def run_once(
             elif family == "core":
                 spec["ledger"] = contender.ledger
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
-            elif family in ("rest", "rawrest", "sdk", "cli"):
+            elif family in ("rest", "rawrest", "sdk", "cli", "ts"):
                 if family == "rawrest":
                     service = RawRestService(libpq_url(url))
                 else:
@@ -796,9 +798,10 @@ def run_once(
             service_cpu = service.cpu_s() if service is not None else 0.0
             server = common.postmaster(url)
             database_cpu = common.server_cpu_s(server)
-            if family == "cli":
+            if family in ("cli", "ts"):
                 assert service is not None
-                exit_s, cpu_s = users.cli_worker(service.base_url, workers)
+                child = users.cli_worker if family == "cli" else users.ts_worker
+                exit_s, cpu_s = child(service.base_url, workers)
                 done, drain_s = users.ledger_drain(url)
                 reports = [WorkerReport(done_ids=done, cpu_s=cpu_s)]
             elif family == "xargs":

@@ -16,6 +16,10 @@ true``, and ``xargs -P W -n 1 true`` beside it (the spawn ceiling of the machine
   (the worker, its guards and the commands).
 * ``xargs``: ``seq N | xargs -P W -n 1 true``: no queue at all, what spawning N processes
   costs here.
+* ``ts``: one ``node`` process of the TypeScript client's ``Worker`` (clients/typescript,
+  built with ``npm ci && npm run build``) of concurrency W, every other option at its
+  default (prefetch, coalesced completions), a no-op handler. Its drain is read from the
+  ledger, as ``cli``'s; its CPU is the node process's.
 
 Each leaseq run checks that every lead was completed exactly once (the ledger's
 completions, and the leads' status).
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -40,6 +45,7 @@ from leaseq.worker import Job, Worker
 from leaseq.worker.metrics import Metrics
 
 CLI_WAIT_S = 0.5  # the cli worker's long poll: its exit comes this long after its last lead
+TS_DRAIN = Path(__file__).resolve().parents[1] / "clients/typescript/dist/bench/drain.js"
 CHILD_TIMEOUT_S = 600.0
 
 
@@ -68,15 +74,25 @@ def cli_worker(base_url: str, workers: int) -> tuple[float, float]:
     CPU seconds of its process tree."""
     argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", base_url, "-s", SESSION]
     argv += ["-c", str(workers), "--wait", str(CLI_WAIT_S), "-q", "--", "true"]
+    return timed_child(argv)
+
+
+def ts_worker(base_url: str, workers: int) -> tuple[float, float]:
+    """The TypeScript ``Worker`` of concurrency W to its exit: its wall seconds and CPU."""
+    if not TS_DRAIN.exists():
+        raise RuntimeError(f"{TS_DRAIN} is missing: npm ci && npm run build in clients/typescript")
+    return timed_child(["node", str(TS_DRAIN), base_url, SESSION, str(workers), str(CLI_WAIT_S)])
+
+
+def timed_child(argv: list[str]) -> tuple[float, float]:
+    """Run ``argv`` to its exit: its wall seconds and the CPU seconds of its process tree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     finished = subprocess.run(argv, capture_output=True, timeout=CHILD_TIMEOUT_S, check=False)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if finished.returncode != 0:
-        raise RuntimeError(
-            f"leaseq worker exited {finished.returncode}: {finished.stderr[-2000:]!r}"
-        )
+        raise RuntimeError(f"{argv[0]} exited {finished.returncode}: {finished.stderr[-2000:]!r}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 
