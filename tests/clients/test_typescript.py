@@ -20,7 +20,8 @@ from tests.clients.harness import NODE, NPM, TYPESCRIPT, built, run
 from tests.support import system
 from tests.support.serving import Service, Services
 
-pytestmark = pytest.mark.service
+# Minutes, not seconds: CI runs them (--run-slow), and so does `-m slow`.
+pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 TOKEN = "typescript-tests"
 
