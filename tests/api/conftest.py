@@ -9,12 +9,16 @@ reach each test's database through that pooler (``database_pooled``) and
 LISTEN on the direct URL; with ``LEASEQ_TEST_POOLER_FLAG=0`` too, only the
 direct URL is given and ``database_pooled`` is left unset, as a user who
 forgot it would.
+
+Every answer those clients receive is checked against the OpenAPI document their app
+serves (``tests.support.openapi_check``): its status, media type, body and headers. So
+the whole suite proves the document describes what the service sends.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -22,6 +26,7 @@ import pytest
 
 from app.config import Settings
 from tests.support.in_process import Serve, database_settings, serving
+from tests.support.openapi_check import conformance
 
 
 @pytest.fixture
@@ -41,12 +46,26 @@ def serve(api_settings: Settings) -> Serve:
     """``async with serve(**overrides) as client``: another app, ``api_settings`` changed."""
 
     def build(**overrides: Any) -> AbstractAsyncContextManager[httpx.AsyncClient]:
-        return serving(api_settings.model_copy(update=overrides))
+        return checked_serving(api_settings.model_copy(update=overrides))
 
     return build
 
 
 @pytest.fixture
 async def client(api_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with serving(api_settings) as client:
+    async with checked_serving(api_settings) as client:
+        yield client
+
+
+@asynccontextmanager
+async def checked_serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """``serving(settings)``, each answer its client receives checked against the document."""
+    async with serving(settings) as client:
+        check = conformance(client.app.openapi()).check  # type: ignore[attr-defined]
+
+        async def checked(response: httpx.Response) -> None:
+            await response.aread()
+            check(response)
+
+        client.event_hooks["response"].append(checked)
         yield client
