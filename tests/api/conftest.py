@@ -11,22 +11,27 @@ direct URL is given and ``database_pooled`` is left unset, as a user who
 forgot it would.
 
 Every answer those clients receive is checked against the OpenAPI document their app
-serves (``tests.support.openapi_check``): its status, media type, body and headers. So
-the whole suite proves the document describes what the service sends.
+serves (``tests.support.openapi_check``): its status, media type, body and headers; so
+is every answer of a ``services`` process's ``client()``. So the whole suite proves the
+document describes what the service sends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from app.api.app import create_app
 from app.config import Settings
 from tests.support.in_process import Serve, database_settings, serving
-from tests.support.openapi_check import conformance
+from tests.support.openapi_check import Conformance, conformance
+from tests.support.serving import Services
 
 
 @pytest.fixture
@@ -69,3 +74,18 @@ async def checked_serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient
 
         client.event_hooks["response"].append(checked)
         yield client
+
+
+@cache
+def served_document() -> Conformance:
+    """The check of the document a ``leaseq serve`` process serves (built in-process: it is
+    the same whatever the settings)."""
+    return conformance(create_app(Settings(database_url="postgresql://unused")).openapi())
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """``leaseq serve`` processes of this test, each answer of their clients checked."""
+    running = Services(tmp_path, check=served_document().check)
+    yield running
+    running.close()
