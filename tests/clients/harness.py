@@ -27,13 +27,12 @@ import pytest
 
 from tests.support import system
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
+from tests.support.npm_tools import NODE, NPM
 from tests.support.serving import ROOT, child_env, until
 
 LANGUAGES = ("python", "typescript", "go")
 TYPESCRIPT = ROOT / "clients" / "typescript"
 GO = ROOT / "clients" / "go"
-NODE = system.Program("node", "nodejs npm", "LEASEQ_TEST_NODE")
-NPM = system.Program("npm", "nodejs npm", "LEASEQ_TEST_NPM")
 GO_TOOL = system.Program("go", "golang-go", "LEASEQ_TEST_GO")
 BUILD_TIMEOUT_S = 600.0
 EXIT_TIMEOUT_S = 30.0

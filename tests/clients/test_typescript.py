@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.harness import NODE, NPM, TYPESCRIPT, built, run
+from tests.clients.harness import TYPESCRIPT, built, run
 from tests.support import system
+from tests.support.npm_tools import NODE, NPM
 from tests.support.serving import Service, Services
 
 # Minutes, not seconds: CI runs them (--run-slow), and so does `-m slow`.

@@ -4835,15 +4835,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
             431: {
                 headers: {
