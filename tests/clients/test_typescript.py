@@ -107,8 +107,8 @@ def test_the_readme_example_runs_as_written(
     ran = run([system.need(NODE), "example.js"], tmp_path, LEASEQ_URL=service.url)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == "done 2, failed 0"
-    stats = service.client().get("/sessions/emails/stats").json()
-    assert stats["done"] == 2
+    with service.client() as http:
+        assert http.get("/sessions/emails/stats").json()["done"] == 2
 
 
 def test_the_package_packs_and_installs_offline(typescript: None, tmp_path: Path) -> None:
