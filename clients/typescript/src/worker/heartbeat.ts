@@ -10,11 +10,11 @@
 import type { Client } from "../client.js";
 import { describe } from "../http.js";
 import { NO_RETRY } from "../retry.js";
+import { MAX_ITEM_BATCH } from "../wire.js";
 import type { Held } from "./held.js";
 
 const MIN_CALL_TIMEOUT_S = 0.05;
 const LOG_EVERY_S = 5;
-const MAX_ITEMS = 100;
 
 export interface HeartbeatHost {
   readonly client: Client;
@@ -74,8 +74,8 @@ export class Heartbeat {
     // Those due within a sixth of their ttl go along: an early renewal costs nothing.
     const batch = live.filter((h) => h.renewAt <= now + h.ttlS / 6);
     const calls: Promise<void>[] = [];
-    for (let i = 0; i < batch.length; i += MAX_ITEMS) {
-      calls.push(this.renew(batch.slice(i, i + MAX_ITEMS)));
+    for (let i = 0; i < batch.length; i += MAX_ITEM_BATCH) {
+      calls.push(this.renew(batch.slice(i, i + MAX_ITEM_BATCH)));
     }
     await Promise.all(calls);
     this.host.checkDeadlines();
