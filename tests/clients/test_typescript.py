@@ -26,6 +26,9 @@ from tests.support.serving import ROOT, Service, Services
 pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 TOKEN = "typescript-tests"
+FENCE_KEYS = "k-typescript-new,k-typescript-old"  # the first signs, both verify
+# A round-4 feature the service does not serve yet: its integration test skips saying so.
+NOT_YET = "the service has no "
 
 
 @pytest.fixture
@@ -36,8 +39,10 @@ def typescript(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture
 def with_tokens(database_url: str, services: Services) -> Service:
-    """A fresh ``leaseq serve`` with a full-access token (the token routes need one)."""
-    return services.start(database_url=database_url, env={"LEASEQ_API_TOKENS": TOKEN})
+    """A fresh ``leaseq serve`` with a full-access token (the token routes need one) and keys
+    that sign its fences."""
+    env = {"LEASEQ_API_TOKENS": TOKEN, "LEASEQ_FENCE_KEYS": FENCE_KEYS}
+    return services.start(database_url=database_url, env=env)
 
 
 def passed(done: subprocess.CompletedProcess[str]) -> int:
@@ -54,16 +59,19 @@ def test_unit_tests(typescript: None) -> None:
 
 
 def test_integration_tests(typescript: None, with_tokens: Service) -> None:
-    """Every route, and the Worker's promise, against a real service."""
+    """Every route, and the Worker's promise, against a real service; a round-4 route this
+    service does not describe yet (fences, max_queued, scaling, lists) is skipped, saying so."""
     tests = sorted(str(p) for p in (TYPESCRIPT / "dist" / "test" / "integration").glob("*.test.js"))
     done = run(
         [system.need(NODE), "--test", *tests],
         TYPESCRIPT,
         LEASEQ_TEST_URL=with_tokens.url,
         LEASEQ_TEST_TOKEN=TOKEN,
+        LEASEQ_TEST_FENCE_KEYS=FENCE_KEYS,
     )
-    assert "# skipped 0" in done.stdout, done.stdout[-3000:]
-    assert passed(done) >= 12
+    skipped = re.findall(r"# SKIP (.*)$", done.stdout, re.M)
+    assert all(why.startswith(NOT_YET) for why in skipped), skipped
+    assert passed(done) + len(skipped) >= 15
 
 
 def test_types_are_generated_from_the_service_document(typescript: None, service: Service) -> None:

@@ -3,8 +3,18 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Conflict, LeaseLost, NotFound, Unauthorized, ValidationError, verifyFence } from "../../index.js";
-import { NO_SERVICE, URL, client, session } from "./service.js";
+import {
+  Conflict,
+  FenceInvalid,
+  LeaseLost,
+  NotFound,
+  QuotaExceeded,
+  Unauthorized,
+  ValidationError,
+  type SettingsInput,
+  verifyFence,
+} from "../../index.js";
+import { NO_SERVICE, client, lacks, session } from "./service.js";
 
 test("push, lease, renew, complete with next, release, get, wait: one lead's life", { skip: NO_SERVICE }, async () => {
   const api = client();
@@ -120,18 +130,69 @@ test("tokens: a scoped token is shown once, listed without it, revoked", { skip:
   assert.match(await api.metrics(), /leaseq_/);
 });
 
-test("a lease's fence, when the service signs them, names its lead and attempt", { skip: NO_SERVICE }, async () => {
+test("a lease's fence names its lead and attempt, and verifies with the service's keys", { skip: NO_SERVICE }, async (t) => {
+  const keys = (process.env.LEASEQ_TEST_FENCE_KEYS ?? "").split(",").filter(Boolean);
+  const missing = (await lacks('"fence"', "fences")) ?? (keys.length ? undefined : "LEASEQ_TEST_FENCE_KEYS names no key");
+  if (missing) return t.skip(missing);
   const api = client();
   const s = session();
-  await api.push(s, [{ payload: {} }]);
-  const [lease] = await api.lease({ session: s, owner: "ts" });
-  assert.ok(lease);
-  const keys = (process.env.LEASEQ_TEST_FENCE_KEYS ?? "").split(",").filter(Boolean);
-  if (lease.fence === undefined || keys.length === 0) {
-    return; // a service without fences yet: nothing to verify
-  }
+  await api.push(s, [{ payload: {} }, { payload: {} }]);
+  const [lease] = await api.lease({ session: s, owner: "ts", ttlS: 30 });
+  assert.ok(lease?.fence);
   const fence = verifyFence(lease.fence, keys);
-  assert.equal(fence.leadId, lease.lead.id);
-  assert.equal(fence.attempt, lease.attempt);
-  assert.ok(URL);
+  assert.deepEqual([fence.leadId, fence.attempt], [lease.lead.id, lease.attempt]);
+  const renewed = await api.renew(lease.lead.id, lease.token, { ttlS: 60 });
+  assert.ok(renewed.fence);
+  assert.ok(verifyFence(renewed.fence, keys.slice().reverse()).expiresAt > fence.expiresAt);
+  assert.throws(() => verifyFence(lease.fence ?? "", ["not-a-key"]), FenceInvalid);
+  const { leases } = await api.complete(lease.lead.id, lease.token, "done", { next: { session: s, owner: "ts" } });
+  assert.equal(verifyFence(leases[0]?.fence ?? "", keys).leadId, leases[0]?.lead.id);
+});
+
+test("a push past max_queued is QuotaExceeded with Retry-After, and stores nothing", { skip: NO_SERVICE }, async (t) => {
+  const missing = await lacks('"max_queued"', "max_queued");
+  if (missing) return t.skip(missing);
+  const api = client();
+  const s = session();
+  const bounded: SettingsInput & { max_queued?: number } = { max_queued: 2 }; // in the document once merged
+  await api.putSettings(s, bounded);
+  await api.push(s, [{ payload: {} }]);
+  const refused = await api.push(s, [{ payload: {} }, { payload: {} }]).catch((e: unknown) => e);
+  assert.ok(refused instanceof QuotaExceeded);
+  assert.equal(refused.status, 429);
+  assert.ok(refused.retryAfterS !== undefined && refused.retryAfterS > 0);
+  assert.equal((await api.stats(s)).queued, 1);
+});
+
+test("scaling: the backlog and the workers it calls for", { skip: NO_SERVICE }, async (t) => {
+  const missing = await lacks("/sessions/{session}/scaling", "scaling signal");
+  if (missing) return t.skip(missing);
+  const api = client();
+  const s = session();
+  await api.push(s, [{ payload: {} }, { payload: {} }]);
+  const scaling = await api.scaling(s, { targetWaitS: 30 });
+  assert.equal(scaling.session, s);
+  assert.equal(scaling.backlog, 2);
+  assert.ok(Number.isInteger(scaling.suggested_workers) && scaling.suggested_workers >= 1);
+  await assert.rejects(api.scaling(s, { targetWaitS: 0 }), ValidationError);
+});
+
+test("operators' lists: a session's leads by page and filter, retried and cancelled in bulk", { skip: NO_SERVICE }, async (t) => {
+  const missing = await lacks("/sessions/{session}/leads/retry", "lists of leads");
+  if (missing) return t.skip(missing);
+  const api = client();
+  const s = session();
+  const { ids } = await api.push(s, Array.from({ length: 7 }, (_, i) => ({ payload: { i }, key: `k${i}` })));
+  const page = await api.listLeads(s, { limit: 3, order: "oldest" });
+  assert.deepEqual(page.leads.map((l) => l.id), ids.slice(0, 3));
+  assert.ok(page.next_cursor);
+  const every: number[] = [];
+  for await (const lead of api.leads(s, { limit: 2, status: ["queued"] })) every.push(lead.id);
+  assert.deepEqual(every, ids.slice().reverse());
+  assert.deepEqual(await api.cancelLeads(s, { ids: ids.slice(0, 3) }), { changed: 3, more: false });
+  assert.equal((await api.listLeads(s, { status: "failed", error: "CANCEL" })).leads.length, 3);
+  assert.deepEqual(await api.retryLeads(s, { filter: { status: ["failed"] } }), { changed: 3, more: false });
+  assert.equal((await api.listLeads(s, { key_prefix: "k1" })).leads.length, 1);
+  await assert.rejects(api.listLeads(s, { limit: 0 }), ValidationError);
+  await assert.rejects(api.listLeads(s, { cursor: "nonsense" }), ValidationError);
 });

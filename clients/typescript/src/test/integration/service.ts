@@ -70,3 +70,16 @@ export function stoppedBy(job: Job, reasons: string[] = [], withLead = false): P
     }),
   );
 }
+
+let document: Promise<string> | undefined;
+
+/** Why a test of a round-4 feature cannot run against this service (its document does not
+ * describe `needle` yet), or undefined when it can. */
+export async function lacks(needle: string, what: string): Promise<string | undefined> {
+  const headers: Record<string, string> = TOKEN ? { authorization: `Bearer ${TOKEN}` } : {};
+  document ??= fetch(`${URL}/openapi.json`, { headers }).then(async (answer) => {
+    if (!answer.ok) throw new Error(`GET /openapi.json answered ${answer.status}`);
+    return answer.text();
+  });
+  return (await document).includes(needle) ? undefined : `the service has no ${what} yet`;
+}
