@@ -367,6 +367,8 @@ type NewToken struct {
 }
 
 // CreateToken makes a scoped token; its answer holds the bearer token, once.
+// It is sent once, never retried: a repeat whose first answer was lost would
+// make a second token.
 func (q *Queue) CreateToken(ctx context.Context, t NewToken) (Token, error) {
 	body := map[string]any{"role": t.Role, "sessions": t.Sessions}
 	if t.Name != "" {
@@ -376,7 +378,7 @@ func (q *Queue) CreateToken(ctx context.Context, t NewToken) (Token, error) {
 		body["expires_s"] = seconds(t.Expires)
 	}
 	var token Token
-	err := q.do(ctx, call{method: "POST", path: "/tokens", body: body}, &token)
+	err := q.do(ctx, call{method: "POST", path: "/tokens", body: body, policy: &noRetry}, &token)
 	return token, err
 }
 

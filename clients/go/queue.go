@@ -184,6 +184,9 @@ func (q *Queue) LeaseNext(ctx context.Context, sessionID, owner string) (*Lease,
 // its maximum runtime, and possibly already leased to another worker. A
 // worker that keeps going after that is racing the one that now owns the
 // lead, so the caller must stop rather than finish.
+//
+// It updates l's ExpiresAt, TTL and Fence (never l.Lead, which a handler may
+// read meanwhile).
 func (q *Queue) Renew(ctx context.Context, l *Lease) (bool, error) {
 	return q.renew(ctx, l, nil)
 }
@@ -219,7 +222,6 @@ func (q *Queue) renew(ctx context.Context, l *Lease, checkpoint json.RawMessage)
 		return false, err
 	}
 	l.ExpiresAt, l.TTL = answer.ExpiresAt, duration(answer.TTLS)
-	l.Lead.LeaseExpiresAt = answer.ExpiresAt
 	if answer.Fence != "" {
 		l.Fence = answer.Fence
 	}
