@@ -7,7 +7,9 @@ embedded PostgreSQL is ``leaseq serve``'s business.
 ``/docs`` (Swagger UI) and ``/redoc`` load their scripts and styles from the
 service itself, under ``DOCS_ASSETS`` (the files ship in fastapi-offline), so
 they work offline and name no other host. With tokens on, they and their
-assets need a token like everything else.
+assets need a token like everything else. The document at ``/openapi.json`` is
+FastAPI's, completed by ``app.api.openapi`` (operation ids, the bearer scheme, every
+refusal of every operation): the same whether the service has tokens or not.
 
 Requests pass, outermost first: latency metrics → bearer auth (when tokens are
 configured: a bootstrap token, or a scoped one of ``app.domain.tokens``) or the
@@ -24,14 +26,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from fastapi import FastAPI, Security
-from fastapi.security import HTTPBearer
+from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import access, links, problems, route_index, routes, token_routes, tracing
+from app.api import access, openapi, problems, route_index, routes, token_routes, tracing
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -43,11 +43,6 @@ lease them, renew their leases, and complete or release them. Every error is
 `application/problem+json` with a stable `code`."""
 
 DOCS_ASSETS = "/docs/assets"
-
-bearer = HTTPBearer(
-    auto_error=False,
-    description="One of LEASEQ_API_TOKENS (full access), or a scoped token (`leaseq tokens`).",
-)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -73,13 +68,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         static_url=DOCS_ASSETS,
         telemetry=tracing.telemetry(settings),
+        generate_unique_id_function=openapi.operation_id,
     )
     problems.install(app)
     tokens = settings.token_list
-    # The security declaration documents auth in /openapi.json; BearerAuth enforces it.
-    guarded = [Security(bearer)] if tokens else []
-    app.include_router(routes.router, dependencies=guarded)
-    app.include_router(token_routes.router, dependencies=guarded)
+    app.include_router(routes.router)
+    app.include_router(token_routes.router)
     app.include_router(routes.probes)
     access.check_declared(app.routes)  # every route has a role and a scope
     route_index.install(app)
@@ -90,28 +84,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     else:
         app.add_middleware(AllowedHosts, allowed=settings.allowed_host_list)
     app.add_middleware(RequestMetrics)
-    built = app.openapi
-
-    def openapi_with_links() -> dict[str, Any]:
-        """The document FastAPI builds (once), with the links between operations, and
-        optional bodies that offer no JSON null (the body parser refuses it)."""
-        first = app.openapi_schema is None
-        document = built()
-        return links.add_links(_without_null_bodies(document)) if first else document
-
-    app.openapi = openapi_with_links  # type: ignore[method-assign]
+    openapi.install(app)  # the document, the same with tokens or without
     return app
-
-
-def _without_null_bodies(document: dict[str, Any]) -> dict[str, Any]:
-    """An optional body FastAPI states as ``anyOf: [model, null]`` stated as the model: the
-    request may leave the body out, but a body of JSON null is refused (app.api.body)."""
-    for operations in document.get("paths", {}).values():
-        for operation in operations.values():
-            content = operation.get("requestBody", {}).get("content", {})
-            for media in content.values():
-                schema = media.get("schema", {})
-                kept = [s for s in schema.get("anyOf", []) if s != {"type": "null"}]
-                if len(kept) == 1 and len(kept) < len(schema["anyOf"]):
-                    media["schema"] = kept[0]
-    return document

@@ -9,7 +9,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import metrics
 from app.api.problems import problem
 
-_BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
+BODY_METHODS = frozenset({b"POST", b"PUT", b"PATCH"})
 
 
 class JsonBodies:
@@ -23,7 +23,7 @@ class JsonBodies:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS:
+        if scope["type"] != "http" or scope["method"].encode() not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
         content_type = _header(scope, b"content-type")

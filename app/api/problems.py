@@ -12,13 +12,12 @@ without detail, so no traceback leaks. The middlewares (auth, body limit) use
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
@@ -32,50 +31,78 @@ RETRY_AFTER_S = 1
 
 @dataclass(frozen=True)
 class Code:
-    """One stable problem code: its HTTP status and title, and whether it is the code of a
-    framework error (unknown route, wrong method, ...) answered with that status."""
+    """One stable problem code: its HTTP status, title and meaning, and whether it is the code
+    of a framework error (unknown route, wrong method, ...) answered with that status."""
 
     status: int
     title: str
+    meaning: str
     for_status: bool = False
 
 
-# Every code an answer may carry (docs/contract.md#error-codes), named once.
+# Every code an answer may carry (docs/contract.md#error-codes), named once: the answers, the
+# Problem schema's enum and the OpenAPI document's descriptions (app.api.openapi) read it.
 CODES: dict[str, Code] = {
-    "lease_lost": Code(409, "Lease lost"),
-    "not_found": Code(404, "Not found", for_status=True),
-    "validation_error": Code(422, "Invalid input", for_status=True),
-    "conflict": Code(409, "Conflict", for_status=True),
-    "incomplete_body": Code(400, "Incomplete body"),
-    "unauthorized": Code(401, "Unauthorized", for_status=True),
-    "forbidden": Code(403, "Forbidden", for_status=True),
-    "payload_too_large": Code(413, "Payload too large", for_status=True),
-    "unsupported_media_type": Code(415, "Unsupported media type", for_status=True),
-    "unavailable": Code(503, "Service unavailable", for_status=True),
-    "method_not_allowed": Code(405, "Method not allowed", for_status=True),
-    "internal_error": Code(500, "Internal server error"),
+    "lease_lost": Code(
+        409,
+        "Lease lost",
+        "the lease is not valid (expired, swept, re-leased, completed, cancelled or another "
+        "token): stop working on the lead, do not retry",
+    ),
+    "not_found": Code(404, "Not found", "no such lead, schedule or token", for_status=True),
+    "validation_error": Code(
+        422,
+        "Invalid input",
+        "the input breaks a rule (`errors` name where); nothing changed",
+        for_status=True,
+    ),
+    "conflict": Code(
+        409, "Conflict", "the lead's status does not allow this; nothing changed", for_status=True
+    ),
+    "incomplete_body": Code(
+        400, "Incomplete body", "the body ended before its Content-Length; nothing was done"
+    ),
+    "unauthorized": Code(
+        401, "Unauthorized", "no valid bearer token (tokens are configured)", for_status=True
+    ),
+    "forbidden": Code(
+        403,
+        "Forbidden",
+        "outside the token's role or sessions, a Host not served without tokens, or a "
+        "browser's cross-site request; nothing changed",
+        for_status=True,
+    ),
+    "payload_too_large": Code(
+        413, "Payload too large", "the body is over LEASEQ_MAX_BODY_BYTES", for_status=True
+    ),
+    "unsupported_media_type": Code(
+        415,
+        "Unsupported media type",
+        "a body that is not sent as application/json; nothing changed",
+        for_status=True,
+    ),
+    "quota_exceeded": Code(
+        429,
+        "Quota exceeded",
+        "the push would pass the session's max_queued; none of it was stored: retry after "
+        "Retry-After",
+    ),
+    "unavailable": Code(
+        503,
+        "Service unavailable",
+        "the database does not answer, or a bound of the process was reached; nothing was "
+        "done: retry after Retry-After",
+        for_status=True,
+    ),
+    "method_not_allowed": Code(
+        405, "Method not allowed", "the path does not serve this method", for_status=True
+    ),
+    "internal_error": Code(
+        500, "Internal server error", "a fault of the service (a bug), answered without detail"
+    ),
 }
 # A framework error's code, by the status it was raised with.
 CODE_BY_STATUS: dict[int, str] = {c.status: name for name, c in CODES.items() if c.for_status}
-
-
-class Problem(BaseModel):
-    """An error answer (RFC 9457) with leaseq's stable ``code``."""
-
-    type: str
-    title: str
-    status: int
-    detail: str | None = None
-    code: str
-    errors: list[dict[str, Any]] | None = Field(
-        None, description="With validation_error: each fault's location (loc) and message (msg)."
-    )
-    reason: str | None = Field(
-        None, description='With lease_lost, when known: "max_runtime" (its maximum runtime ended).'
-    )
-
-
-_PROBLEM_SCHEMA = Problem.model_json_schema()
 
 
 class ProblemResponse(JSONResponse):
@@ -90,10 +117,10 @@ def problem(
     headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> ProblemResponse:
-    """A problem+json answer."""
+    """A problem+json answer; ``code`` is one of ``CODES``."""
     body: dict[str, Any] = {
         "type": f"urn:leaseq:problem:{code}",
-        "title": CODES[code].title if code in CODES else code.replace("_", " ").capitalize(),
+        "title": CODES[code].title,
         "status": status,
     }
     if detail is not None:
@@ -103,17 +130,99 @@ def problem(
     return ProblemResponse(body, status_code=status, headers=dict(headers or {}))
 
 
-def responses(*codes: str) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` for a route that may answer these problem codes."""
-    answers: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
-        status = CODES[code].status
-        described = answers.setdefault(
-            status,
-            {"content": {MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}}, "description": ""},
+# -- the answers in the OpenAPI document ------------------------------------------------------
+
+PROBLEM_REF = "#/components/schemas/Problem"
+
+
+def problem_schema() -> dict[str, Any]:
+    """``components/schemas/Problem``: the one schema of every error answer."""
+    codes = "; ".join(f"`{name}` ({code.status}): {code.meaning}" for name, code in CODES.items())
+    return {
+        "type": "object",
+        "description": "An error answer (RFC 9457, application/problem+json) with leaseq's "
+        "stable `code`. Branch on `code`, never on `title` or `detail`.",
+        "required": ["type", "title", "status", "code"],
+        "properties": {
+            "type": {"type": "string", "description": "`urn:leaseq:problem:` and the code."},
+            "title": {"type": "string", "description": "The code's title, for people."},
+            "status": {"type": "integer", "description": "The answer's HTTP status."},
+            "detail": {"type": "string", "description": "What went wrong, for people."},
+            "code": {"type": "string", "enum": list(CODES), "description": codes + "."},
+            "errors": {
+                "type": "array",
+                "description": "With validation_error: each fault, where (`loc`) and what.",
+                "items": {
+                    "type": "object",
+                    "required": ["loc", "msg"],
+                    "properties": {
+                        "loc": {
+                            "type": "array",
+                            "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                            "description": 'The path to the fault: ["body", "leads", 0, "key"].',
+                        },
+                        "msg": {"type": "string"},
+                        "type": {"type": "string", "description": "The kind of fault."},
+                    },
+                },
+            },
+            "reason": {
+                "type": "string",
+                "enum": ["max_runtime"],
+                "description": "With lease_lost, when known: its maximum runtime ended.",
+            },
+        },
+    }
+
+
+# The headers an error answer carries, by status (``components/headers``).
+RETRY_AFTER = {
+    "description": "Seconds to wait before sending the request again.",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0},
+}
+HEADERS: dict[str, dict[str, Any]] = {
+    "Retry-After": RETRY_AFTER,
+    "WWW-Authenticate": {
+        "description": 'The challenge: `Bearer realm="leaseq"`, with `error="invalid_token"` '
+        "when a token was sent.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "Allow": {
+        "description": "The methods the path serves.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+}
+HEADERS_BY_STATUS = {401: "WWW-Authenticate", 405: "Allow", 429: "Retry-After", 503: "Retry-After"}
+
+
+def answers(
+    refusals: Iterable[tuple[int, str, str]], into: dict[int | str, Any] | None = None
+) -> dict[int | str, Any]:
+    """OpenAPI ``responses`` (``into``, extended, or new) for these (status, code, meaning)
+    refusals: each status once, its description naming each code, its body the one Problem
+    schema, with its status's header."""
+    found: dict[int | str, Any] = {} if into is None else into
+    for status, code, meaning in refusals:
+        described = found.setdefault(
+            str(status),
+            {"description": "", "content": {MEDIA_TYPE: {"schema": {"$ref": PROBLEM_REF}}}},
         )
-        described["description"] = " or ".join(filter(None, [described["description"], code]))
-    return answers
+        lines = list(filter(None, described["description"].split("\n")))
+        line = f"`{code}`: {meaning}."
+        described["description"] = "\n".join(lines if line in lines else [*lines, line])
+        header = HEADERS_BY_STATUS.get(status)
+        if header is not None:
+            described["headers"] = {header: {"$ref": f"#/components/headers/{header}"}}
+    return found
+
+
+def responses(*codes: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` of the refusals of a route's own (lease_lost, not_found, ...), at
+    their codes' statuses; what every route may answer is the document's (app.api.openapi)."""
+    return answers((CODES[code].status, code, CODES[code].meaning) for code in codes)
 
 
 def unavailable(detail: str) -> ProblemResponse:
@@ -142,7 +251,9 @@ async def _domain_error(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, LeaseqError)
     if exc.code == "unavailable":
         return unavailable(exc.detail)
-    status = CODES[exc.code].status if exc.code in CODES else 400
+    if exc.code not in CODES:  # a client-side class raised by the service: a fault
+        return await _internal_error(request, exc)
+    status = CODES[exc.code].status
     field = getattr(exc, "field", None)
     if field is not None:
         loc = field.replace("[", ".").replace("]", "").split(".")
@@ -171,7 +282,9 @@ async def _http_error(request: Request, exc: Exception) -> ProblemResponse:
     headers = dict(exc.headers or {})
     if exc.status_code == 400:  # FastAPI could not read the body (e.g. not UTF-8)
         return problem(422, "validation_error", "the body is not valid JSON", headers=headers)
-    code = CODE_BY_STATUS.get(exc.status_code, "http_error")
+    code = CODE_BY_STATUS.get(exc.status_code)
+    if code is None:  # a framework error leaseq has no code for: a fault, as any other
+        return await _internal_error(request, exc)
     detail = exc.detail if isinstance(exc.detail, str) else None
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route {request.url.path}"

@@ -123,14 +123,6 @@ SearchQuery = Annotated[
 
 # Every route reads its body through the front door (one parser, one set of limits).
 router = APIRouter(route_class=FrontDoorRoute)
-# What any route that reads a JSON body may answer besides its own refusals.
-BODY_PROBLEMS = (
-    "forbidden",
-    "unsupported_media_type",
-    "validation_error",
-    "payload_too_large",
-    "unavailable",
-)
 probes = APIRouter(tags=["probes"], route_class=FrontDoorRoute)
 
 # The shell may not be framed (clickjacking of its cancel and retry buttons).
@@ -180,7 +172,7 @@ def counting_lost(operation: str) -> Iterator[None]:
     "/sessions/{session}/leads",
     status_code=201,
     tags=["producers"],
-    responses=responses("conflict", *BODY_PROBLEMS),
+    responses=responses("conflict", "quota_exceeded"),
 )
 async def push(
     session: SessionPath,
@@ -215,7 +207,6 @@ async def push(
 @router.post(
     "/lease",
     tags=["workers"],
-    responses=responses(*BODY_PROBLEMS),
 )
 async def lease(
     body: LeaseIn,
@@ -268,7 +259,7 @@ def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> 
 @router.post(
     "/renew",
     tags=["workers"],
-    responses=responses("lease_lost", *BODY_PROBLEMS),
+    responses=responses("lease_lost"),
 )
 async def renew(body: RenewIn, runtime: RuntimeDep, principal: Leasing) -> RenewOut:
     """Extend a valid lease to now + `ttl_s` on the database clock (`LEASEQ_LEASE_TTL_S` when
@@ -286,7 +277,6 @@ async def renew(body: RenewIn, runtime: RuntimeDep, principal: Leasing) -> Renew
 @router.post(
     "/renew/batch",
     tags=["workers"],
-    responses=responses(*BODY_PROBLEMS),
 )
 async def renew_batch(body: RenewBatchIn, runtime: RuntimeDep, principal: Leasing) -> BatchOut:
     """Renew up to 100 leases; one result per item, in the order given. An item's `checkpoint`
@@ -325,7 +315,7 @@ An item its lease already completed with the same status is `ok` again, as for `
     "/complete",
     tags=["workers"],
     description=COMPLETE_DOC + NEXT_DOC,
-    responses=responses("lease_lost", *BODY_PROBLEMS),
+    responses=responses("lease_lost"),
 )
 async def complete(
     body: CompleteIn,
@@ -357,7 +347,6 @@ async def complete(
     "/complete/batch",
     tags=["workers"],
     description=COMPLETE_BATCH_DOC + NEXT_DOC,
-    responses=responses(*BODY_PROBLEMS),
 )
 async def complete_batch(
     body: CompleteBatchIn,
@@ -387,7 +376,7 @@ async def complete_batch(
 @router.post(
     "/release",
     tags=["workers"],
-    responses=responses("lease_lost", *BODY_PROBLEMS),
+    responses=responses("lease_lost"),
 )
 async def release(body: ReleaseIn, runtime: RuntimeDep, principal: Leasing) -> LeadAnswer:
     """Give a valid lease back: the lead is queued again after `delay_s`. On its last
@@ -412,7 +401,6 @@ async def release(body: ReleaseIn, runtime: RuntimeDep, principal: Leasing) -> L
 @router.post(
     "/sweep",
     tags=["operators"],
-    responses=responses(*BODY_PROBLEMS),
 )
 async def sweep(body: SweepIn, runtime: RuntimeDep, principal: Sweeping) -> SweepOut:
     """Requeue expired leases of one session (`{"session": "s"}`) or of all (`{"all": true}`);
@@ -442,9 +430,8 @@ async def sweep(body: SweepIn, runtime: RuntimeDep, principal: Sweeping) -> Swee
 @router.get(
     "/sessions/{session}/stats",
     tags=["operators"],
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def session_stats(
+async def get_session_stats(
     session: SessionPath, queue: QueueDep, principal: ReadingSession
 ) -> CountsOut:
     """Lead counts by status in one session; pending = queued + leased;
@@ -453,8 +440,8 @@ async def session_stats(
     return CountsOut.of(await queue.stats(session))
 
 
-@router.get("/stats", tags=["operators"], responses=responses("forbidden", "unavailable"))
-async def stats(queue: QueueDep, principal: ReadingOwn) -> AllStatsOut:
+@router.get("/stats", tags=["operators"])
+async def get_stats(queue: QueueDep, principal: ReadingOwn) -> AllStatsOut:
     """Lead counts per session, and their total; each with `oldest_available_age_s`. A scoped
     token sees only its own sessions, and their total."""
     return AllStatsOut.of(own_counts(principal, await queue.stats_all()))
@@ -474,7 +461,6 @@ def own_counts(principal: Principal, counts: AllCounts) -> AllCounts:
 @router.get(
     "/sessions/{session}/settings",
     tags=["operators"],
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def get_settings(
     session: SessionPath, queue: QueueDep, principal: ObservingSession
@@ -487,7 +473,6 @@ async def get_settings(
 @router.put(
     "/sessions/{session}/settings",
     tags=["operators"],
-    responses=responses(*BODY_PROBLEMS),
 )
 async def put_settings(
     session: SessionPath, body: SettingsIn, runtime: RuntimeDep, principal: OperatingSession
@@ -506,7 +491,6 @@ async def put_settings(
     "/sessions/{session}/pause",
     tags=["operators"],
     dependencies=SameSite,
-    responses=responses("forbidden", *BODY_PROBLEMS),
 )
 async def pause(
     session: SessionPath,
@@ -528,7 +512,6 @@ async def pause(
     "/sessions/{session}/resume",
     tags=["operators"],
     dependencies=SameSite,
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def resume(
     session: SessionPath, runtime: RuntimeDep, principal: OperatingSession
@@ -543,9 +526,8 @@ async def resume(
 @router.get(
     "/sessions/{session}/report",
     tags=["operators"],
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def session_report(
+async def get_report(
     session: SessionPath, queue: QueueDep, principal: ObservingSession
 ) -> ReportOut:
     """The session's audit, read from the `lead_events` ledger: completions, double
@@ -556,7 +538,7 @@ async def session_report(
 @router.get(
     "/leads/{lead_id}",
     tags=["operators"],
-    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found"),
 )
 async def get_lead(
     lead_id: LeadIdPath,
@@ -582,9 +564,11 @@ async def get_lead(
     "/leads/{lead_id}/cancel",
     tags=["operators"],
     dependencies=SameSite,
-    responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found", "conflict"),
 )
-async def cancel(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead) -> LeadOut:
+async def cancel_lead(
+    lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead
+) -> LeadOut:
     """A queued or leased lead becomes `failed` with error `cancelled`; its holder's next
     renew or complete gets 409 `lease_lost`. A finished lead answers 409 `conflict`."""
     await access.changes_leads(principal, runtime.tokens, [lead_id])
@@ -597,9 +581,9 @@ async def cancel(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingL
     "/leads/{lead_id}/retry",
     tags=["operators"],
     dependencies=SameSite,
-    responses=responses("not_found", "conflict", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found", "conflict"),
 )
-async def retry(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead) -> LeadOut:
+async def retry_lead(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLead) -> LeadOut:
     """Queue a `failed` lead again (dead-letter replay); any other status answers 409 `conflict`."""
     await access.changes_leads(principal, runtime.tokens, [lead_id])
     lead = await runtime.queue.retry(lead_id)
@@ -610,9 +594,9 @@ async def retry(lead_id: LeadIdPath, runtime: RuntimeDep, principal: OperatingLe
 @router.get(
     "/leads/{lead_id}/events",
     tags=["operators"],
-    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found"),
 )
-async def lead_events(
+async def get_lead_events(
     lead_id: LeadIdPath, queue: QueueDep, principal: ReadingLead
 ) -> LeadEventsOut:
     """The lead and its ledger, read at one instant: every event in the order written (push,
@@ -627,7 +611,6 @@ async def lead_events(
     "/sessions/{session}/retry-failed",
     tags=["operators"],
     dependencies=SameSite,
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
 async def retry_failed(
     session: SessionPath, runtime: RuntimeDep, principal: OperatingSession
@@ -662,7 +645,6 @@ async def _schedules_own(runtime: Runtime, principal: Principal, name: str, sess
     "/schedules/{name}",
     tags=["schedules"],
     dependencies=SameSite,
-    responses=responses(*BODY_PROBLEMS),
 )
 async def put_schedule(
     name: ScheduleName, body: ScheduleIn, runtime: RuntimeDep, principal: Scheduling
@@ -679,7 +661,7 @@ async def put_schedule(
     return ScheduleOut.of(schedule)
 
 
-@router.get("/schedules", tags=["schedules"], responses=responses("forbidden", "unavailable"))
+@router.get("/schedules", tags=["schedules"])
 async def list_schedules(runtime: RuntimeDep, principal: ObservingOwn) -> SchedulesOut:
     """Every schedule, by name, each with its `next_tick`; for a scoped token, those of its
     own sessions only."""
@@ -690,7 +672,7 @@ async def list_schedules(runtime: RuntimeDep, principal: ObservingOwn) -> Schedu
 @router.get(
     "/schedules/{name}",
     tags=["schedules"],
-    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found"),
 )
 async def get_schedule(
     name: ScheduleName, runtime: RuntimeDep, principal: ObservingSchedule
@@ -708,7 +690,7 @@ async def get_schedule(
     status_code=204,
     tags=["schedules"],
     dependencies=SameSite,
-    responses=responses("not_found", "forbidden", "validation_error", "unavailable"),
+    responses=responses("not_found"),
 )
 async def delete_schedule(
     name: ScheduleName, runtime: RuntimeDep, principal: Scheduling
@@ -726,9 +708,17 @@ async def delete_schedule(
 
 
 @router.get(
-    "/metrics", tags=["operators"], response_class=Response, responses=responses("forbidden")
+    "/metrics",
+    tags=["operators"],
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text format, version 0.0.4.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
 )
-async def prometheus_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
+async def get_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
     """Prometheus text format: the counters of every server process, and lead counts read
     from the database now (left out while it does not answer); for a scoped token, the
     counts of its own sessions only."""
@@ -739,8 +729,21 @@ async def prometheus_metrics(queue: QueueDep, principal: ObservingOwn) -> Respon
     return Response(metrics.render(stats), media_type=metrics.CONTENT_TYPE)
 
 
-@router.get("/dashboard", tags=["operators"], response_class=HTMLResponse)
-async def operator_dashboard(principal: Public) -> HTMLResponse:
+@router.get(
+    "/dashboard",
+    tags=["operators"],
+    response_class=HTMLResponse,
+    responses={
+        200: {
+            "description": "The page (HTML): a shell with no data, that may not be framed.",
+            "headers": {
+                name: {"schema": {"type": "string", "enum": [value]}}
+                for name, value in SHELL_HEADERS.items()
+            },
+        }
+    },
+)
+async def get_dashboard(principal: Public) -> HTMLResponse:
     """The operator's page. It holds no data and no secret, so it is served without a token;
     its script asks for the token once and polls `/dashboard/data` with it."""
     return HTMLResponse(page.shell(), headers=SHELL_HEADERS)
@@ -749,9 +752,8 @@ async def operator_dashboard(principal: Public) -> HTMLResponse:
 @router.get(
     "/dashboard/data",
     tags=["operators"],
-    responses=responses("forbidden", "validation_error", "unavailable"),
 )
-async def operator_dashboard_data(
+async def get_dashboard_data(
     runtime: RuntimeDep, principal: ObservingOwn, search: SearchQuery = None
 ) -> JSONResponse:
     """What the dashboard shows: per session its counts, oldest available lead, settings and
@@ -776,13 +778,13 @@ async def operator_dashboard_data(
 
 
 @probes.get("/healthz")
-async def healthz(principal: Public) -> Health:
+async def get_health(principal: Public) -> Health:
     """200 while the process runs."""
     return Health(status="ok")
 
 
-@probes.get("/readyz", response_model=Health, responses=responses("unavailable"))
-async def readyz(runtime: RuntimeDep, principal: Public) -> Health | ProblemResponse:
+@probes.get("/readyz", response_model=Health)
+async def get_readiness(runtime: RuntimeDep, principal: Public) -> Health | ProblemResponse:
     """200 when the database answers, the schema is at head and boot recovery is done; else 503."""
     reason = await runtime.ready()
     if reason is not None:

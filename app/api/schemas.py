@@ -35,6 +35,7 @@ from app.domain.report import Report
 from app.domain.schedules import MAX_CRON_CHARS, MAX_TIMEZONE_CHARS
 from app.domain.timeline import MAX_EVENTS, Timeline
 from app.leasing.request import LeaseRequest
+from leaseq.errors import LeaseLost
 from leaseq.limits import (
     IDEMPOTENCY_KEY_PATTERN,
     INT32_MAX,
@@ -224,8 +225,14 @@ class LeaseIn(Body):
     """``session`` leases that session; ``sessions`` (or neither: any session) leases the one
     of them furthest below its fair share by weight."""
 
+    # Not both (the properties named again so a linter finds what the "not" requires).
     model_config = ConfigDict(
-        json_schema_extra={"not": {"required": ["session", "sessions"]}},
+        json_schema_extra={
+            "not": {
+                "required": ["session", "sessions"],
+                "properties": {"session": {}, "sessions": {}},
+            }
+        },
     )
 
     session: SessionName | None = Field(None, description="The session to lease from.")
@@ -332,19 +339,13 @@ class PauseIn(Body):
 class SweepIn(Body):
     """``{"session": "s"}`` sweeps one session, ``{"all": true}`` every session."""
 
-    # Exactly one of the two scopes, stated in the schema as the validator below checks it.
+    # Exactly one of the two scopes, stated in the schema as the validator below checks it:
+    # with if/then/else, not anyOf or oneOf, so a generated client keeps the properties.
     model_config = ConfigDict(
         json_schema_extra={
-            "oneOf": [
-                {
-                    "required": ["session"],
-                    "properties": {"session": {"type": "string"}, "all": {"const": False}},
-                },
-                {
-                    "required": ["all"],
-                    "properties": {"all": {"const": True}, "session": {"type": "null"}},
-                },
-            ]
+            "if": {"required": ["session"], "properties": {"session": {"type": "string"}}},
+            "then": {"not": {"required": ["all"], "properties": {"all": {"const": True}}}},
+            "else": {"required": ["all"], "properties": {"all": {"const": True}}},
         }
     )
 
@@ -477,9 +478,16 @@ class ItemOut(Answer):
 
     lead_id: int
     ok: bool
-    expires_at: Timestamp | None = None
-    ttl_s: float | None = Field(None, description="A renewal's: " + GRANTED)
-    code: str | None = None
+    # Left out, never null, where they do not apply (the serializer below).
+    expires_at: Annotated[
+        Timestamp | None, WithJsonSchema({"type": "string", "format": "date-time"})
+    ] = Field(None, description="A renewal's, when ok: the lease's new expiry.")
+    ttl_s: Annotated[float | None, WithJsonSchema({"type": "number"})] = Field(
+        None, description="A renewal's, when ok: " + GRANTED
+    )
+    code: Annotated[str | None, WithJsonSchema({"type": "string", "enum": [LeaseLost.code]})] = (
+        Field(None, description="When not ok: why (the lease is no longer valid).")
+    )
 
     # No return annotation: pydantic would take it for the answer's schema.
     @model_serializer(mode="wrap")
@@ -579,13 +587,12 @@ class ReportOut(Answer):
 class SettingsIn(Body):
     """A session's settings; a field left out takes its default (PUT replaces them all)."""
 
-    # A burst sizes a rate's bucket: no burst, or a rate (stated as the validator checks it).
+    # A burst sizes a rate's bucket: a burst needs a rate (stated as the validator checks it,
+    # with if/then, not anyOf, so a generated client keeps the properties).
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [
-                {"properties": {"burst": {"type": "null"}}},
-                {"required": ["rate_per_s"], "properties": {"rate_per_s": {"type": "number"}}},
-            ]
+            "if": {"required": ["burst"], "properties": {"burst": {"type": "integer"}}},
+            "then": {"required": ["rate_per_s"], "properties": {"rate_per_s": {"type": "number"}}},
         }
     )
 

@@ -130,7 +130,7 @@ async def revoke_token(name: TokenName, tokens: TokensDep, principal: Managing) 
 
 
 @router.get("/tokens/self", responses=responses("unavailable"))
-async def token_self(principal: AnyToken) -> SelfOut:
+async def get_own_token(principal: AnyToken) -> SelfOut:
     """Whom the token sent acts as: its name, role and sessions, and what it may offer."""
     return SelfOut(
         name=principal.name,

@@ -89,10 +89,12 @@ async def test_with_tokens_the_dashboard_shell_is_open_and_holds_no_data(serve: 
         assert [s["name"] for s in found["sessions"]] == ["secret-session"]
 
 
-async def test_with_tokens_openapi_declares_bearer_security(serve: Serve) -> None:
+async def test_openapi_declares_bearer_security_with_tokens_or_without(serve: Serve) -> None:
     async with serve(api_tokens="token-one") as client:
         headers = {"Authorization": "Bearer token-one"}
         spec = (await client.get("/openapi.json", headers=headers)).json()
-        assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
-        assert spec["paths"]["/lease"]["post"]["security"] == [{"HTTPBearer": []}]
-        assert "security" not in spec["paths"]["/healthz"]["get"]
+        assert spec["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+        assert spec["paths"]["/lease"]["post"]["security"] == [{"bearerAuth": []}]
+        assert spec["paths"]["/healthz"]["get"]["security"] == []
+    async with serve(api_tokens="") as client:
+        assert (await client.get("/openapi.json")).json() == spec

@@ -135,7 +135,8 @@ def test_the_retry_delay_grows_jittered_and_heeds_retry_after() -> None:
         cap = min(2.0, 0.1 * 2**retry)
         assert cap / 2 <= policy.delay(retry) <= cap
     assert policy.delay(5, retry_after=0.0) == 0.0
-    assert 0.25 <= policy.delay(5, retry_after=0.5) <= 0.5
+    assert 0.5 <= policy.delay(0, retry_after=0.5) <= 0.6  # later than the backoff's 0.1
+    assert 60 <= policy.delay(0, retry_after=3600) <= 72
 
 
 async def test_retry_after_is_heeded() -> None:

@@ -65,6 +65,7 @@ from leaseq.model import (
 )
 
 DEFAULT_TIMEOUT_S = 10.0
+MAX_RETRY_AFTER_S = 60.0  # a longer Retry-After is taken as this: the caller's retries go on
 RETRY_STATUSES = frozenset({502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 TRACEPARENT_HEADER = "traceparent"
@@ -81,7 +82,10 @@ class RetryPolicy:
     """How often and how patiently a call is retried on a connection error or a 502/503/504.
 
     The n-th retry waits ``min(max_s, base_s * 2**n)``, half of it fixed and
-    half random (jitter), or the service's Retry-After when that is shorter.
+    half random (jitter). An answer with Retry-After says how long instead,
+    sooner or later than that (at most ``MAX_RETRY_AFTER_S``), plus up to a fifth
+    more at random: a fleet told "in a second" does not come back in step, and
+    an outage answered with 503s costs the service a request a second per call.
     """
 
     attempts: int = 6
@@ -89,9 +93,10 @@ class RetryPolicy:
     max_s: float = 2.0
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
-        cap = min(self.max_s, self.base_s * 2**retry)
         if retry_after is not None:
-            cap = min(cap, max(retry_after, 0.0))
+            asked = min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
+            return float(asked * random.uniform(1.0, 1.2))
+        cap = min(self.max_s, self.base_s * 2**retry)
         return float(cap / 2 + random.uniform(0, cap / 2))
 
 

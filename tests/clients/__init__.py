@@ -1,0 +1,1 @@
+"""The clients' conformance set: every language's worker against a real ``leaseq serve``."""

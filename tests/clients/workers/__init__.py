@@ -1,0 +1,1 @@
+"""The conformance worker programs written in Python (the other languages ship theirs)."""
