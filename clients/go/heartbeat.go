@@ -11,7 +11,8 @@ import (
 // The heartbeat: every lease in flight renewed on its schedule (held.go),
 // those due together in one /renew/batch, each call's timeout what is left
 // before the first of its leases must stop, never retried by the client
-// itself (a retry is the next beat, soon after a failure). A renewal
+// itself (a retry is the next beat, soon after a failure, or after the
+// answer's Retry-After while the lease leaves time for it). A renewal
 // answered lost cancels its handler at once. A checkpoint the handler set
 // rides on its lease's next renewal; one the service refuses (too large,
 // too deep) is dropped and logged, since it would fail every renewal it
@@ -124,7 +125,7 @@ func (w *Worker) renew(batch []*held, items []renewJSON, versions []int, neededB
 		now := time.Now()
 		w.dropRefusedCheckpoints(err, batch, versions)
 		for _, h := range batch {
-			h.renewFailed(now)
+			h.renewFailed(now, retryAfterIn(err))
 		}
 		return err
 	}

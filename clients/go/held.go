@@ -199,10 +199,22 @@ func (h *held) renewed(sent time.Time, ttl time.Duration) {
 	h.signal()
 }
 
-// renewFailed: a renewal was not confirmed; try again soon.
-func (h *held) renewFailed(now time.Time) {
+// renewFailed: a renewal was not confirmed; try again soon, or after the
+// answer's Retry-After when the lease leaves time for it (at most half of
+// what is left before it is needed, so more than one try still fits).
+func (h *held) renewFailed(now time.Time, retryAfter time.Duration) {
 	h.renewFailures++
-	h.renewAt = now.Add(renewBackoff(h.renewFailures, h.ttl))
+	wait := renewBackoff(h.renewFailures, h.ttl)
+	if half := h.neededBy().Sub(now) / 2; retryAfter > wait {
+		wait = retryAfter
+		if wait > half {
+			wait = half
+		}
+		if wait < renewRetryFirst {
+			wait = renewRetryFirst
+		}
+	}
+	h.renewAt = now.Add(wait)
 }
 
 // unsentCheckpoint is the latest checkpoint set here that no confirmed

@@ -103,9 +103,19 @@ func TestAFailedRenewalIsTriedAgainSoonDoublingUpToATwentiethOfTheTTL(t *testing
 	}
 	sent := time.Unix(1000, 0)
 	h := newTestHeld(sent, sent, ttl)
-	h.renewFailed(sent.Add(10 * time.Second))
+	h.renewFailed(sent.Add(10*time.Second), 0)
 	if h.renewAt != sent.Add(10*time.Second+100*time.Millisecond) || h.renewFailures != 1 {
 		t.Fatalf("renew at %v", h.renewAt)
+	}
+	// A Retry-After is waited while the lease leaves time for it (its stop is at 27 s)...
+	h.renewFailed(sent.Add(11*time.Second), time.Second)
+	if h.renewAt != sent.Add(12*time.Second) {
+		t.Fatalf("after a Retry-After of 1s: renew at %v", h.renewAt)
+	}
+	// ... and never more than half of what is left before the stop.
+	h.renewFailed(sent.Add(23*time.Second), time.Minute)
+	if h.renewAt != sent.Add(25*time.Second) {
+		t.Fatalf("after a Retry-After of a minute: renew at %v", h.renewAt)
 	}
 }
 

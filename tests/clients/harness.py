@@ -23,21 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.clients.golang import CLIENT as GO
+from tests.clients.golang import GO_TOOL, go_env
 from tests.support import system
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
 from tests.support.serving import ROOT, child_env, until
 
 LANGUAGES = ("python", "typescript", "go")
 TYPESCRIPT = ROOT / "clients" / "typescript"
-GO = ROOT / "clients" / "go"
 NODE = system.Program("node", "nodejs npm", "LEASEQ_TEST_NODE")
 NPM = system.Program("npm", "nodejs npm", "LEASEQ_TEST_NPM")
-GO_TOOL = system.Program("go", "golang-go", "LEASEQ_TEST_GO")
 BUILD_TIMEOUT_S = 600.0
 EXIT_TIMEOUT_S = 30.0
 
 
-def run_build(argv: list[str], cwd: Path) -> None:
+def run_build(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
     """Run one build step; fail with its output's tail when it fails."""
     done = subprocess.run(
         argv,
@@ -46,7 +46,7 @@ def run_build(argv: list[str], cwd: Path) -> None:
         text=True,
         timeout=BUILD_TIMEOUT_S,
         check=False,
-        env=child_env(),
+        env=env or child_env(),
     )
     assert done.returncode == 0, (
         f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
@@ -68,7 +68,8 @@ def build_go(folder: Path) -> list[str]:
         system.unavailable("clients/go is not in this checkout: the Go client is not built yet")
     go = system.need(GO_TOOL)
     binary = folder / "leaseq-conformance"
-    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO)
+    env = go_env(folder / "go")  # the caches test_go.py's commands share
+    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO, env)
     return [str(binary)]
 
 
