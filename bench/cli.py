@@ -273,6 +273,8 @@ def hop_targets(rate: dict[Key, float], p99: dict[Key, float | None]) -> list[di
                     1.0,
                     ahead=True,
                 )
+    for w in (4, 16):
+        compare(f"go >= 0.8 x sdk at W={w}", ("go", w), ("sdk", w), 0.8)
     for w in (1, 4, 16):
         compare(
             f"sdk >= 0.9 x bare REST loop (next, keyed) at W={w}",

@@ -22,9 +22,9 @@
 * ``procrastinate``: one worker per process with ``concurrency`` = its share of W,
   a no-op task, ``run_worker_async(wait=False)``; pushed with ``defer_async`` and
   ``batch_defer_async``.
-* ``sdk``, ``cli-true`` and ``xargs-true``: what users run (bench/users.py): the
-  SDK's ``Worker`` with its defaults, ``leaseq worker -- true``, and the machine's
-  spawn ceiling beside it.
+* ``sdk``, ``go``, ``cli-true`` and ``xargs-true``: what users run (bench/users.py): the
+  SDK's ``Worker`` with its defaults, the Go client's, ``leaseq worker -- true``, and the
+  machine's spawn ceiling beside it.
 
 Every run checks its outcome: each lead (job) ran exactly once and the database
 agrees; a run that fails its checks raises, and no figure is reported.
@@ -125,6 +125,7 @@ class Contender:
 # What users run (bench/users.py), by family: the contender's name and its label.
 USER_RUN = {
     "sdk": ("sdk", "leaseq.Worker (the SDK), defaults"),
+    "go": ("go", "leaseq's Go Worker, defaults"),
     "cli": ("cli-true", "leaseq worker -- true"),
     "xargs": ("xargs-true", "xargs -n 1 true (no queue)"),
 }
@@ -775,7 +776,7 @@ def run_once(
             elif family == "core":
                 spec["ledger"] = contender.ledger
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
-            elif family in ("rest", "rawrest", "sdk", "cli"):
+            elif family in ("rest", "rawrest", "sdk", "go", "cli"):
                 if family == "rawrest":
                     service = RawRestService(libpq_url(url))
                 else:
@@ -796,9 +797,10 @@ def run_once(
             service_cpu = service.cpu_s() if service is not None else 0.0
             server = common.postmaster(url)
             database_cpu = common.server_cpu_s(server)
-            if family == "cli":
+            if family in ("cli", "go"):
                 assert service is not None
-                exit_s, cpu_s = users.cli_worker(service.base_url, workers)
+                program = users.cli_worker if family == "cli" else users.go_worker
+                exit_s, cpu_s = program(service.base_url, workers)
                 done, drain_s = users.ledger_drain(url)
                 reports = [WorkerReport(done_ids=done, cpu_s=cpu_s)]
             elif family == "xargs":

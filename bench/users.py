@@ -14,6 +14,10 @@ true``, and ``xargs -P W -n 1 true`` beside it (the spawn ceiling of the machine
   ledger, from its first lease to its last completion (its interpreter's start and its
   last idle poll are its ``exit_s``, recorded beside); its CPU is its process tree's
   (the worker, its guards and the commands).
+* ``go``: one process of leaseq's Go ``Worker`` of concurrency W with every other option
+  at its default and a handler that does nothing (clients/go/examples/noop, built once per
+  run with the machine's ``go``, offline), stopping once a lease's wait of 0.5 s finds
+  nothing. Its drain is read from the ledger, as the cli's is, and its CPU is its process's.
 * ``xargs``: ``seq N | xargs -P W -n 1 true``: no queue at all, what spawning N processes
   costs here.
 
@@ -23,11 +27,15 @@ completions, and the leads' status).
 
 from __future__ import annotations
 
+import functools
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -39,8 +47,9 @@ from leaseq.model import FinalStatus
 from leaseq.worker import Job, Worker
 from leaseq.worker.metrics import Metrics
 
-CLI_WAIT_S = 0.5  # the cli worker's long poll: its exit comes this long after its last lead
+CLI_WAIT_S = 0.5  # the cli and Go workers' long poll: they exit this long after their last lead
 CHILD_TIMEOUT_S = 600.0
+GO_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "go"
 
 
 async def sdk_worker(
@@ -68,15 +77,45 @@ def cli_worker(base_url: str, workers: int) -> tuple[float, float]:
     CPU seconds of its process tree."""
     argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", base_url, "-s", SESSION]
     argv += ["-c", str(workers), "--wait", str(CLI_WAIT_S), "-q", "--", "true"]
+    return _to_its_exit(argv)
+
+
+@functools.cache
+def go_program() -> str:
+    """clients/go/examples/noop, built once per run by the machine's ``go`` (offline: the
+    client needs the standard library alone); the binary's path."""
+    binary = Path(tempfile.mkdtemp(prefix="leaseq-bench-go-")) / "noop"
+    env = {**os.environ, "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+    built = subprocess.run(
+        ["go", "build", "-o", str(binary), "./examples/noop"],
+        cwd=GO_CLIENT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise RuntimeError(f"go build ./examples/noop failed: {built.stderr[-2000:]}")
+    return str(binary)
+
+
+def go_worker(base_url: str, workers: int) -> tuple[float, float]:
+    """The Go ``Worker`` of concurrency W, defaults, to its exit: its wall seconds (start to
+    exit) and its CPU seconds."""
+    argv = [go_program(), "-url", base_url, "-session", SESSION, "-concurrency", str(workers)]
+    return _to_its_exit([*argv, "-wait", f"{CLI_WAIT_S}s"])
+
+
+def _to_its_exit(argv: list[str]) -> tuple[float, float]:
+    """Run a worker program until it exits (it must exit 0): its wall and CPU seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     finished = subprocess.run(argv, capture_output=True, timeout=CHILD_TIMEOUT_S, check=False)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if finished.returncode != 0:
-        raise RuntimeError(
-            f"leaseq worker exited {finished.returncode}: {finished.stderr[-2000:]!r}"
-        )
+        raise RuntimeError(f"{argv[0]} exited {finished.returncode}: {finished.stderr[-2000:]!r}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.clients.golang import CLIENT as GO
-from tests.clients.golang import GO_TOOL, go_env
 from tests.support import system
+from tests.support.golang import CLIENT as GO
+from tests.support.golang import GO_TOOL, go_env
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
 from tests.support.serving import ROOT, child_env, until
 

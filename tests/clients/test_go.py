@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.golang import CLIENT, GO_TOOL, go_env
 from tests.support import system
+from tests.support.golang import CLIENT, GO_TOOL, go_env
 from tests.support.serving import Service, Services
 
 GO_TIMEOUT_S = 900.0

@@ -20,6 +20,7 @@ TIERS = {
     "deploy": "how leaseq runs: processes, settings, PgBouncer, the deployment files",
     "chaos": "kills and restarts of everything at once",
     "citus": "a Citus cluster",
+    "clients": "each client's own tests and the conformance set: `leaseq serve`, and Node or Go",
 }
 SUPPORT = "support"
 # What may sit at the top of tests/ besides the folders.

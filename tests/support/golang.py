@@ -1,5 +1,5 @@
-"""Go for the clients' tier: the toolchain, or a skip saying how to get it, and the
-environment every ``go`` command of the tests runs in.
+"""Go for the tests that build or run the Go client: the toolchain, or a skip saying how to
+get it, and the environment every ``go`` command of the tests runs in.
 
 That environment keeps Go's build cache and module folder in a folder the tests own (not
 the user's home, which may be another user's or read-only), forbids the network
