@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,10 +85,13 @@ def cli_worker(base_url: str, workers: int) -> tuple[float, float]:
 def go_program() -> str:
     """clients/go/examples/noop, built once per run by the machine's ``go`` (offline: the
     client needs the standard library alone); the binary's path."""
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("go is not installed (apt-get install golang-go); or --skip go")
     binary = Path(tempfile.mkdtemp(prefix="leaseq-bench-go-")) / "noop"
     env = {**os.environ, "GOPROXY": "off", "GOTOOLCHAIN": "local"}
     built = subprocess.run(
-        ["go", "build", "-o", str(binary), "./examples/noop"],
+        [go, "build", "-o", str(binary), "./examples/noop"],
         cwd=GO_CLIENT,
         env=env,
         capture_output=True,
