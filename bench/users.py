@@ -20,6 +20,10 @@ true``, and ``xargs -P W -n 1 true`` beside it (the spawn ceiling of the machine
   nothing. Its drain is read from the ledger, as the cli's is, and its CPU is its process's.
 * ``xargs``: ``seq N | xargs -P W -n 1 true``: no queue at all, what spawning N processes
   costs here.
+* ``ts``: one ``node`` process of the TypeScript client's ``Worker`` (clients/typescript,
+  built with ``npm ci && npm run build``) of concurrency W, every other option at its
+  default (prefetch, coalesced completions), a no-op handler. Its drain is read from the
+  ledger, as ``cli``'s; its CPU is the node process's.
 
 Each leaseq run checks that every lead was completed exactly once (the ledger's
 completions, and the leads' status).
@@ -48,9 +52,10 @@ from leaseq.model import FinalStatus
 from leaseq.worker import Job, Worker
 from leaseq.worker.metrics import Metrics
 
-CLI_WAIT_S = 0.5  # the cli and Go workers' long poll: they exit this long after their last lead
-CHILD_TIMEOUT_S = 600.0
+CLI_WAIT_S = 0.5  # the cli worker's long poll: its exit comes this long after its last lead
+TS_DRAIN = Path(__file__).resolve().parents[1] / "clients/typescript/dist/bench/drain.js"
 GO_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "go"
+CHILD_TIMEOUT_S = 600.0
 
 
 async def sdk_worker(
@@ -78,7 +83,14 @@ def cli_worker(base_url: str, workers: int) -> tuple[float, float]:
     CPU seconds of its process tree."""
     argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", base_url, "-s", SESSION]
     argv += ["-c", str(workers), "--wait", str(CLI_WAIT_S), "-q", "--", "true"]
-    return _to_its_exit(argv)
+    return timed_child(argv)
+
+
+def ts_worker(base_url: str, workers: int) -> tuple[float, float]:
+    """The TypeScript ``Worker`` of concurrency W to its exit: its wall seconds and CPU."""
+    if not TS_DRAIN.exists():
+        raise RuntimeError(f"{TS_DRAIN} is missing: npm ci && npm run build in clients/typescript")
+    return timed_child(["node", str(TS_DRAIN), base_url, SESSION, str(workers), str(CLI_WAIT_S)])
 
 
 @functools.cache
@@ -105,14 +117,14 @@ def go_program() -> str:
 
 
 def go_worker(base_url: str, workers: int) -> tuple[float, float]:
-    """The Go ``Worker`` of concurrency W, defaults, to its exit: its wall seconds (start to
-    exit) and its CPU seconds."""
+    """The Go ``Worker`` of concurrency W, defaults, to its exit (a lease's wait of
+    CLI_WAIT_S after its last lead): its wall seconds and CPU seconds."""
     argv = [go_program(), "-url", base_url, "-session", SESSION, "-concurrency", str(workers)]
-    return _to_its_exit([*argv, "-wait", f"{CLI_WAIT_S}s"])
+    return timed_child([*argv, "-wait", f"{CLI_WAIT_S}s"])
 
 
-def _to_its_exit(argv: list[str]) -> tuple[float, float]:
-    """Run a worker program until it exits (it must exit 0): its wall and CPU seconds."""
+def timed_child(argv: list[str]) -> tuple[float, float]:
+    """Run ``argv`` to its exit: its wall seconds and the CPU seconds of its process tree."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     finished = subprocess.run(argv, capture_output=True, timeout=CHILD_TIMEOUT_S, check=False)

@@ -37,7 +37,6 @@ AnyToken = Annotated[Principal, Depends(Access(Action.AUTHENTICATED, Where.NONE)
 TokenName = Annotated[
     str, Path(pattern=TOKEN_NAME_PATTERN, max_length=MAX_SESSION_CHARS, description="Its name.")
 ]
-PROBLEMS = ("forbidden", "validation_error", "unavailable")
 
 
 async def get_tokens(request: Request) -> Tokens:
@@ -102,7 +101,7 @@ def _out(info: TokenInfo) -> TokenOut:
     return TokenOut.model_validate(info)
 
 
-@router.post("/tokens", status_code=201, responses=responses(*PROBLEMS, "payload_too_large"))
+@router.post("/tokens", status_code=201)
 async def create_token(body: TokenIn, tokens: TokensDep, principal: Managing) -> CreatedOut:
     """Create a scoped token; the answer holds it, once. 422 for a malformed pattern, an
     unknown role, or a name a live token has."""
@@ -115,13 +114,13 @@ async def create_token(body: TokenIn, tokens: TokensDep, principal: Managing) ->
     return CreatedOut(**_out(created.info).model_dump(), token=created.token)
 
 
-@router.get("/tokens", responses=responses(*PROBLEMS))
+@router.get("/tokens")
 async def list_tokens(tokens: TokensDep, principal: Managing) -> TokensOut:
     """Every token, newest first: names, roles, patterns, expiry, last use; never a token."""
     return TokensOut(tokens=[_out(info) for info in await tokens.listing()])
 
 
-@router.delete("/tokens/{name}", responses=responses("not_found", *PROBLEMS))
+@router.delete("/tokens/{name}", responses=responses("not_found"))
 async def revoke_token(name: TokenName, tokens: TokensDep, principal: Managing) -> TokenOut:
     """Revoke the live token of this name, in every API process at once."""
     revoked = await tokens.revoke(name)
@@ -129,7 +128,7 @@ async def revoke_token(name: TokenName, tokens: TokensDep, principal: Managing) 
     return _out(revoked)
 
 
-@router.get("/tokens/self", responses=responses("unavailable"))
+@router.get("/tokens/self")
 async def get_own_token(principal: AnyToken) -> SelfOut:
     """Whom the token sent acts as: its name, role and sessions, and what it may offer."""
     return SelfOut(

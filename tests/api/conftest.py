@@ -9,19 +9,29 @@ reach each test's database through that pooler (``database_pooled``) and
 LISTEN on the direct URL; with ``LEASEQ_TEST_POOLER_FLAG=0`` too, only the
 direct URL is given and ``database_pooled`` is left unset, as a user who
 forgot it would.
+
+Every answer those clients receive is checked against the OpenAPI document their app
+serves (``tests.support.openapi_check``): its status, media type, body and headers; so
+is every answer of a ``services`` process's ``client()``. So the whole suite proves the
+document describes what the service sends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from app.api.app import create_app
 from app.config import Settings
 from tests.support.in_process import Serve, database_settings, serving
+from tests.support.openapi_check import Conformance, conformance
+from tests.support.serving import Services
 
 
 @pytest.fixture
@@ -41,12 +51,41 @@ def serve(api_settings: Settings) -> Serve:
     """``async with serve(**overrides) as client``: another app, ``api_settings`` changed."""
 
     def build(**overrides: Any) -> AbstractAsyncContextManager[httpx.AsyncClient]:
-        return serving(api_settings.model_copy(update=overrides))
+        return checked_serving(api_settings.model_copy(update=overrides))
 
     return build
 
 
 @pytest.fixture
 async def client(api_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with serving(api_settings) as client:
+    async with checked_serving(api_settings) as client:
         yield client
+
+
+@asynccontextmanager
+async def checked_serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """``serving(settings)``, each answer its client receives checked against the document."""
+    async with serving(settings) as client:
+        check = conformance(client.app.openapi()).check  # type: ignore[attr-defined]
+
+        async def checked(response: httpx.Response) -> None:
+            await response.aread()
+            check(response)
+
+        client.event_hooks["response"].append(checked)
+        yield client
+
+
+@cache
+def served_document() -> Conformance:
+    """The check of the document a ``leaseq serve`` process serves (built in-process: it is
+    the same whatever the settings)."""
+    return conformance(create_app(Settings(database_url="postgresql://unused")).openapi())
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """``leaseq serve`` processes of this test, each answer of their clients checked."""
+    running = Services(tmp_path, check=served_document().check)
+    yield running
+    running.close()

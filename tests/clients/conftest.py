@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.harness import LANGUAGES, Fleet, program
+from tests.clients.harness import LANGUAGES, Fleet, built
 from tests.support.serving import Service, Services
 
 # The service of a conformance test: expired leases swept every second, so a lead whose
 # worker died comes back soon after its lease ends.
 SERVE_ENV = {"LEASEQ_SWEEP_INTERVAL_S": "1"}
-
-_built: dict[str, list[str] | BaseException] = {}
 
 
 @pytest.fixture(scope="session")
@@ -36,15 +34,7 @@ def language(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def worker_program(language: str, build_folder: Path) -> list[str]:
     """The argv of ``language``'s conformance worker, built on first use (a skip is kept)."""
-    if language not in _built:
-        try:
-            _built[language] = program(language, build_folder)
-        except (pytest.skip.Exception, pytest.fail.Exception, AssertionError) as exc:
-            _built[language] = exc
-    built = _built[language]
-    if isinstance(built, BaseException):
-        raise built
-    return built
+    return built(language, build_folder)
 
 
 @pytest.fixture

@@ -23,31 +23,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support import system
 from tests.support.golang import CLIENT as GO
 from tests.support.golang import GO_TOOL, go_env
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
+from tests.support.npm_tools import NODE, NPM
 from tests.support.serving import ROOT, child_env, until
 
 LANGUAGES = ("python", "typescript", "go")
 TYPESCRIPT = ROOT / "clients" / "typescript"
-NODE = system.Program("node", "nodejs npm", "LEASEQ_TEST_NODE")
-NPM = system.Program("npm", "nodejs npm", "LEASEQ_TEST_NPM")
 BUILD_TIMEOUT_S = 600.0
 EXIT_TIMEOUT_S = 30.0
 
 
-def run_build(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-    """Run one build step; fail with its output's tail when it fails."""
-    done = subprocess.run(
+def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a program to its end, its output captured as text, with ``env`` added."""
+    return subprocess.run(
         argv,
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
         check=False,
-        env=env or child_env(),
+        env=child_env(env),
     )
+
+
+def run_build(argv: list[str], cwd: Path, **env: str) -> None:
+    """Run one build step (with ``env`` added); fail with its output's tail when it fails."""
+    done = run(argv, cwd, **env)
     assert done.returncode == 0, (
         f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     )
@@ -69,7 +75,7 @@ def build_go(folder: Path) -> list[str]:
     go = system.need(GO_TOOL)
     binary = folder / "leaseq-conformance"
     env = go_env(folder / "go")  # the caches test_go.py's commands share
-    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO, env)
+    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO, **env)
     return [str(binary)]
 
 
@@ -82,6 +88,22 @@ def program(language: str, folder: Path) -> list[str]:
     if language == "go":
         return build_go(folder)
     raise ValueError(language)
+
+
+_built: dict[str, list[str] | BaseException] = {}
+
+
+def built(language: str, folder: Path) -> list[str]:
+    """``program``, built once per run: later calls get the same argv, or the same skip."""
+    if language not in _built:
+        try:
+            _built[language] = program(language, folder)
+        except (pytest.skip.Exception, pytest.fail.Exception, AssertionError) as exc:
+            _built[language] = exc
+    found = _built[language]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 @dataclass

@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,8 @@ from tests.clients.harness import Fleet, proxied
 from tests.support.lossy_proxy import Exchange, FirstOf, unavailable
 from tests.support.serving import Service, until
 
-pytestmark = pytest.mark.service
+# Minutes, not seconds: CI runs them (--run-slow), and so does `-m slow`.
+pytestmark = [pytest.mark.service, pytest.mark.slow]
 
 SESSION = "conformance"
 DRAIN_S = 120.0  # the deadline of a drain: its only failure
@@ -118,10 +120,16 @@ def test_stalled_heartbeat(fleet: Fleet, service: Service, database_url: str) ->
             await asyncio.Event().wait()  # never answered: the proxy closes it at the end
         return None
 
-    [lead] = push(service, [{"payload": {"ms": 8000}}])  # twice the ttl
+    [lead] = push(service, [{"payload": {"ms": 12_000}}])  # three times the ttl
     with proxied(service.port, intercept=hold_renewals) as proxy:
         stalled = fleet.start(proxy.url, SESSION, concurrency=1, ttl_s=4)
-        until(lambda: stalled.events("start"), 30, "the lead to start")
+        [start] = until(lambda: stalled.events("start"), 30, "the lead to start")
+
+        def renewed() -> bool:  # a third of the ttl apart: past the first lease's end
+            seen = list(proxy.proxy.seen)
+            return sum(e.path.startswith("/renew") and e.status == 200 for e in seen) >= 4
+
+        until(renewed, 30, "four renewals answered")
         holding.set()
         [aborted] = until(lambda: stalled.events("aborted"), 30, "the handler to be aborted")
         [(status, expires_at)] = rows(
@@ -130,6 +138,7 @@ def test_stalled_heartbeat(fleet: Fleet, service: Service, database_url: str) ->
         stalled.terminate()
         assert stalled.wait() == 0
     assert aborted["lead"] == lead
+    assert aborted["t"] - start["t"] > 4000  # renewals kept it past its first lease's ttl
     # Aborted while its lease was still valid: no renewal got through since the hold, so
     # the row's expiry is the lease's end.
     assert status == "leased"
@@ -210,7 +219,9 @@ def test_kill_9(fleet: Fleet, service: Service, database_url: str) -> None:
         assert events[-1] == "completed" and "expired" in events, events
 
 
-def test_outage(fleet: Fleet, service: Service) -> None:
+def test_outage(
+    fleet: Fleet, service: Service, record_property: Callable[[str, object], None]
+) -> None:
     """Every answer a 503 (``Retry-After: 1``) for 10 s: the worker's requests stay a few a
     second, and it drains the rest afterwards without a restart."""
     outage = Outage()
@@ -224,6 +235,7 @@ def test_outage(fleet: Fleet, service: Service) -> None:
         done(service, len(ids))
         assert fleet.stop_all() == [0]
     rate = len(outage.requests) / OUTAGE_S
+    record_property("requests_per_s", rate)
     assert outage.requests, "no request reached the proxy during the outage"
     assert rate <= MAX_OUTAGE_RATE, (rate, Counter(path for _, path in outage.requests))
     once_each(service, fleet, ids)

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import system
 from tests.support.golang import CLIENT, GO_TOOL, go_env
-from tests.support.serving import Service, Services
+from tests.support.serving import Service, Services, child_env
 
 GO_TIMEOUT_S = 900.0
 MODULE = "github.com/leaseq/leaseq/clients/go"
@@ -35,8 +35,15 @@ def go_folder(build_folder: Path) -> Path:
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with ``env`` added to the tests' environment; fail unless it exits 0."""
     done = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=GO_TIMEOUT_S, check=False
+        argv,
+        cwd=cwd,
+        env=child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=GO_TIMEOUT_S,
+        check=False,
     )
     assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout[-6000:]}{done.stderr[-4000:]}"
     return done

@@ -13,24 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support import system
-from tests.support.serving import ROOT, child_env
+from tests.support.serving import ROOT
 
 GO_TOOL = system.Program("go", "golang-go", "LEASEQ_TEST_GO")
 CLIENT = ROOT / "clients" / "go"
 
 
 def go_env(folder: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a ``go`` command whose caches live in ``folder``."""
+    """What a ``go`` command whose caches live in ``folder`` adds to the tests' environment
+    (``child_env``), with ``extra``."""
     folder.mkdir(parents=True, exist_ok=True)
-    return child_env(
-        {
-            "GOCACHE": str(folder / "cache"),
-            "GOPATH": str(folder / "path"),
-            "GOFLAGS": "-modcacherw",
-            "GOPROXY": "off",
-            "GOTOOLCHAIN": "local",
-            "GOTELEMETRY": "off",
-            "CGO_ENABLED": "0",
-            **(extra or {}),
-        }
-    )
+    return {
+        "GOCACHE": str(folder / "cache"),
+        "GOPATH": str(folder / "path"),
+        "GOFLAGS": "-modcacherw",
+        "GOPROXY": "off",
+        "GOTOOLCHAIN": "local",
+        "GOTELEMETRY": "off",
+        "CGO_ENABLED": "0",
+        **(extra or {}),
+    }

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -135,13 +135,23 @@ def open_files(wanted: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-class Service:
-    """One ``leaseq serve`` process."""
+Check = Callable[[httpx.Response], None]
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+
+class Service:
+    """One ``leaseq serve`` process; ``check``, when given, sees each answer of its clients."""
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        port: int,
+        log_path: Path,
+        check: Check | None = None,
+    ) -> None:
         self.process = process
         self.port = port
         self.log_path = log_path
+        self.check = check
 
     @property
     def pid(self) -> int:
@@ -152,7 +162,16 @@ class Service:
         return f"http://127.0.0.1:{self.port}"
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+        client = httpx.Client(base_url=self.url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+        check = self.check
+        if check is not None:
+
+            def checked(response: httpx.Response) -> None:
+                response.read()
+                check(response)
+
+            client.event_hooks["response"].append(checked)
+        return client
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -205,11 +224,13 @@ def waiting_lease(
 
 
 class Services:
-    """The ``leaseq serve`` processes of one test; ``close`` stops those still running."""
+    """The ``leaseq serve`` processes of one test; ``close`` stops those still running.
+    ``check`` is each service's (tests/api/conftest.py: the OpenAPI document's)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, check: Check | None = None) -> None:
         self.tmp_path = tmp_path
         self.started: list[Service] = []
+        self.check = check
 
     def start(
         self,
@@ -244,7 +265,7 @@ class Services:
                 cwd=ROOT,
                 start_new_session=True,  # its own group, so a kill reaches its workers too
             )
-        service = Service(process, port, log_path)
+        service = Service(process, port, log_path, self.check)
         self.started.append(service)
         if ready:
             service.wait_ready()

@@ -1,4 +1,5 @@
-"""The system programs some tests drive (Chromium, PgBouncer, Citus): found, or the test skips.
+"""The system programs some tests drive (Chromium, PgBouncer, Citus, curl and jq): found, or the
+test skips.
 
 A test that needs a program the machine lacks skips with one line saying what
 to install. With ``LEASEQ_TEST_REQUIRE_SYSTEM_PACKAGES=1`` (``.ci/run`` sets
@@ -50,6 +51,9 @@ class Program:
 
 CHROMIUM = Program("chromium", "chromium", "LEASEQ_TEST_CHROMIUM")
 PGBOUNCER = Program("pgbouncer", "pgbouncer", "LEASEQ_TEST_PGBOUNCER")
+# The bash worker of docs/any-language.md speaks HTTP with curl and JSON with jq.
+CURL = Program("curl", "curl", "LEASEQ_TEST_CURL")
+JQ = Program("jq", "jq", "LEASEQ_TEST_JQ")
 
 
 def search_path() -> str:

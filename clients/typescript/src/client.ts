@@ -16,6 +16,7 @@ import { NO_RETRY, type RetryPolicy, newIdempotencyKey } from "./retry.js";
 import type {
   AllCounts,
   ApiToken,
+  CreatedToken,
   BulkResult,
   Counts,
   FinalStatus,
@@ -427,7 +428,11 @@ export class Client {
   // -- tokens ---------------------------------------------------------------
 
   /** A scoped token, shown in this answer only: never retried (a lost answer's token is gone). */
-  createToken(role: string, sessions: string, options: { name?: string; expiresS?: number } = {}): Promise<ApiToken> {
+  createToken(
+    role: string,
+    sessions: string,
+    options: { name?: string; expiresS?: number } = {},
+  ): Promise<CreatedToken> {
     const body = { role, sessions, name: options.name ?? null, expires_s: options.expiresS ?? null };
     return this.send({ method: "POST", path: "/tokens", body, retry: NO_RETRY });
   }

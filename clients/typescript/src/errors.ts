@@ -7,17 +7,19 @@
  * `err.code`; a code this client does not know yet is an `ApiError` that keeps it.
  */
 
-/** The problem+json body of an error answer, as the service sends it. */
-export interface ProblemBody {
-  type?: string;
-  title?: string;
-  status?: number;
-  detail?: string | null;
+import type { components } from "./openapi.js";
+
+/** An error answer as the document describes it. */
+export type Problem = components["schemas"]["Problem"];
+/** Every code the service answers with (the document's enum). */
+export type ProblemCode = Problem["code"];
+
+/** The problem+json body of an error answer, as it came (a newer service may send more). */
+export type ProblemBody = Partial<Omit<Problem, "code" | "reason">> & {
   code?: string;
-  reason?: string | null;
-  errors?: { loc?: (string | number)[]; msg?: string; type?: string }[] | null;
+  reason?: string;
   [extension: string]: unknown;
-}
+};
 
 /** What went wrong in leaseq; `status` is the HTTP status when the service answered. */
 export class LeaseqError extends Error {
@@ -108,6 +110,10 @@ export class IncompleteBody extends LeaseqError {
 export class MethodNotAllowed extends LeaseqError {
   static readonly CODE = "method_not_allowed";
 }
+/** 500: a fault of the service's own (none is answered to any input: a bug to report). */
+export class InternalError extends LeaseqError {
+  static readonly CODE = "internal_error";
+}
 /** An error answer whose code has no class of its own here (its `code` is the service's). */
 export class ApiError extends LeaseqError {
   static readonly CODE = "api_error";
@@ -120,22 +126,23 @@ export class FenceInvalid extends LeaseqError {
 
 type ErrorClass = new (detail: string, options?: ConstructorParameters<typeof LeaseqError>[1]) => LeaseqError;
 
-const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map<string, ErrorClass>(
-  [
-    LeaseLost,
-    NotFound,
-    ValidationError,
-    Conflict,
-    Unauthorized,
-    Forbidden,
-    PayloadTooLarge,
-    UnsupportedMediaType,
-    QuotaExceeded,
-    Unavailable,
-    IncompleteBody,
-    MethodNotAllowed,
-  ].map((cls) => [cls.CODE, cls]),
-);
+// One class per code of the document: a code added there without a class here fails the build.
+const CLASSES: { readonly [code in ProblemCode]: ErrorClass } = {
+  lease_lost: LeaseLost,
+  not_found: NotFound,
+  validation_error: ValidationError,
+  conflict: Conflict,
+  incomplete_body: IncompleteBody,
+  unauthorized: Unauthorized,
+  forbidden: Forbidden,
+  payload_too_large: PayloadTooLarge,
+  unsupported_media_type: UnsupportedMediaType,
+  quota_exceeded: QuotaExceeded,
+  unavailable: Unavailable,
+  method_not_allowed: MethodNotAllowed,
+  internal_error: InternalError,
+};
+const BY_CODE: ReadonlyMap<string, ErrorClass> = new Map(Object.entries(CLASSES));
 
 // An answer without a problem body (a proxy's page): the class its status stands for.
 const BY_STATUS: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([

@@ -25,7 +25,7 @@ export interface paths {
          *     A `traceparent` header (W3C Trace Context) is stored on every lead without its own; a
          *     malformed one is ignored.
          */
-        post: operations["push_sessions__session__leads_post"];
+        post: operations["push"];
         delete?: never;
         options?: never;
         head?: never;
@@ -55,7 +55,7 @@ export interface paths {
          *     `Idempotency-Key`, the same request sent again gets the leases the first one took
          *     (those still valid), never new ones.
          */
-        post: operations["lease_lease_post"];
+        post: operations["lease"];
         delete?: never;
         options?: never;
         head?: never;
@@ -77,7 +77,7 @@ export interface paths {
          *     none is asked); the answer says the `ttl_s` granted. 409 `lease_lost` otherwise. A
          *     `checkpoint` is stored on the lead, for the next holder should this one lose it.
          */
-        post: operations["renew_renew_post"];
+        post: operations["renew"];
         delete?: never;
         options?: never;
         head?: never;
@@ -98,7 +98,7 @@ export interface paths {
          * @description Renew up to 100 leases; one result per item, in the order given. An item's `checkpoint`
          *     is stored on its lead. Every item is checked before any is renewed.
          */
-        post: operations["renew_batch_renew_batch_post"];
+        post: operations["renewBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -129,7 +129,7 @@ export interface paths {
          *     stands for that lease, as on `/lease`: sent again, the request gets the leases the first
          *     took (those still valid).
          */
-        post: operations["complete_complete_post"];
+        post: operations["complete"];
         delete?: never;
         options?: never;
         head?: never;
@@ -156,7 +156,7 @@ export interface paths {
          *     stands for that lease, as on `/lease`: sent again, the request gets the leases the first
          *     took (those still valid).
          */
-        post: operations["complete_batch_complete_batch_post"];
+        post: operations["completeBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -182,7 +182,7 @@ export interface paths {
          *
          *     409 `lease_lost` when the lease is no longer valid.
          */
-        post: operations["release_release_post"];
+        post: operations["release"];
         delete?: never;
         options?: never;
         head?: never;
@@ -204,7 +204,7 @@ export interface paths {
          *     a lead that reached `max_attempts` becomes `failed` instead. A scoped token's sweep of
          *     all touches only its own sessions.
          */
-        post: operations["sweep_sweep_post"];
+        post: operations["sweep"];
         delete?: never;
         options?: never;
         head?: never;
@@ -219,12 +219,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Session Stats
+         * Get Session Stats
          * @description Lead counts by status in one session; pending = queued + leased;
          *     `oldest_available_age_s`, the age of its oldest lead that could be leased now (null when
          *     none): the signal to scale workers on.
          */
-        get: operations["session_stats_sessions__session__stats_get"];
+        get: operations["getSessionStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -241,11 +241,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Stats
+         * Get Stats
          * @description Lead counts per session, and their total; each with `oldest_available_age_s`. A scoped
          *     token sees only its own sessions, and their total.
          */
-        get: operations["stats_stats_get"];
+        get: operations["getStats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -266,7 +266,7 @@ export interface paths {
          * @description The session's `weight`, `max_leased`, `rate_per_s` and `burst` (the defaults, weight 1
          *     and no limits, for a session never set).
          */
-        get: operations["get_settings_sessions__session__settings_get"];
+        get: operations["getSettings"];
         /**
          * Put Settings
          * @description Set the session's weight in a lease across sessions, its cap on leads leased at once
@@ -274,7 +274,7 @@ export interface paths {
          *     the database clock); a field left out takes its default, `null` is no limit. It binds
          *     every lease that begins after it answers, through every API process.
          */
-        put: operations["put_settings_sessions__session__settings_put"];
+        put: operations["putSettings"];
         post?: never;
         delete?: never;
         options?: never;
@@ -298,7 +298,7 @@ export interface paths {
          *     after it answers, through every API process. Answers the settings, with `paused_until`.
          *     A browser's cross-site request (the body is optional) is refused 403.
          */
-        post: operations["pause_sessions__session__pause_post"];
+        post: operations["pause"];
         delete?: never;
         options?: never;
         head?: never;
@@ -319,7 +319,7 @@ export interface paths {
          * @description End the session's pause (an operator's or a throttled release's); its waiting leases
          *     wake. Answers the settings.
          */
-        post: operations["resume_sessions__session__resume_post"];
+        post: operations["resume"];
         delete?: never;
         options?: never;
         head?: never;
@@ -334,11 +334,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Session Report
+         * Get Report
          * @description The session's audit, read from the `lead_events` ledger: completions, double
          *     completions, overlapping leases and wasted attempts (all zero with the ledger off).
          */
-        get: operations["session_report_sessions__session__report_get"];
+        get: operations["getReport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -365,7 +365,7 @@ export interface paths {
          *     database connection meanwhile. Beyond `LEASEQ_MAX_OUTCOME_WAITERS` held in one process,
          *     a lead not yet ended answers 503.
          */
-        get: operations["get_lead_leads__lead_id__get"];
+        get: operations["getLead"];
         put?: never;
         post?: never;
         delete?: never;
@@ -384,11 +384,11 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel
+         * Cancel Lead
          * @description A queued or leased lead becomes `failed` with error `cancelled`; its holder's next
          *     renew or complete gets 409 `lease_lost`. A finished lead answers 409 `conflict`.
          */
-        post: operations["cancel_leads__lead_id__cancel_post"];
+        post: operations["cancelLead"];
         delete?: never;
         options?: never;
         head?: never;
@@ -405,10 +405,10 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Retry
+         * Retry Lead
          * @description Queue a `failed` lead again (dead-letter replay); any other status answers 409 `conflict`.
          */
-        post: operations["retry_leads__lead_id__retry_post"];
+        post: operations["retryLead"];
         delete?: never;
         options?: never;
         head?: never;
@@ -423,12 +423,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Lead Events
+         * Get Lead Events
          * @description The lead and its ledger, read at one instant: every event in the order written (push,
          *     each lease with its attempt and owner, release, expiry, completion, cancel, retry), each at
          *     the database clock's time. Renewals write none. Empty with the ledger off.
          */
-        get: operations["lead_events_leads__lead_id__events_get"];
+        get: operations["getLeadEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -453,7 +453,7 @@ export interface paths {
          *     that fails while it runs is left for the next call. No body; refuses a browser's
          *     cross-site request (403).
          */
-        post: operations["retry_failed_sessions__session__retry_failed_post"];
+        post: operations["retryFailed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -472,7 +472,7 @@ export interface paths {
          * @description One schedule, with its `next_tick`; 404 for a schedule of a session not the token's,
          *     as if it did not exist.
          */
-        get: operations["get_schedule_schedules__name__get"];
+        get: operations["getSchedule"];
         /**
          * Put Schedule
          * @description Create or replace a schedule: at each tick of `cron` in `timezone` (judged on the
@@ -481,14 +481,14 @@ export interface paths {
          *     process ran is pushed once when one starts (only the latest). Answers the schedule with
          *     its `next_tick`; a bad cron expression or time zone answers 422 and stores nothing.
          */
-        put: operations["put_schedule_schedules__name__put"];
+        put: operations["putSchedule"];
         post?: never;
         /**
          * Delete Schedule
          * @description Stop a schedule; the leads it pushed stay. 404 when there is none of that name; 403
          *     for a schedule of a session not the token's.
          */
-        delete: operations["delete_schedule_schedules__name__delete"];
+        delete: operations["deleteSchedule"];
         options?: never;
         head?: never;
         patch?: never;
@@ -506,7 +506,7 @@ export interface paths {
          * @description Every schedule, by name, each with its `next_tick`; for a scoped token, those of its
          *     own sessions only.
          */
-        get: operations["list_schedules_schedules_get"];
+        get: operations["listSchedules"];
         put?: never;
         post?: never;
         delete?: never;
@@ -523,12 +523,12 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Prometheus Metrics
+         * Get Metrics
          * @description Prometheus text format: the counters of every server process, and lead counts read
          *     from the database now (left out while it does not answer); for a scoped token, the
          *     counts of its own sessions only.
          */
-        get: operations["prometheus_metrics_metrics_get"];
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -545,11 +545,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Operator Dashboard
+         * Get Dashboard
          * @description The operator's page. It holds no data and no secret, so it is served without a token;
          *     its script asks for the token once and polls `/dashboard/data` with it.
          */
-        get: operations["operator_dashboard_dashboard_get"];
+        get: operations["getDashboard"];
         put?: never;
         post?: never;
         delete?: never;
@@ -566,14 +566,14 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Operator Dashboard Data
+         * Get Dashboard Data
          * @description What the dashboard shows: per session its counts, oldest available lead, settings and
          *     completions per minute; the leases closest to expiry; the latest failures; the schedules
          *     with their next ticks. With `search`, only the sessions whose name holds it (in any
          *     case). A scoped token sees its own sessions only; `access` says what the page may offer
          *     it (`operate`: cancel and retry).
          */
-        get: operations["operator_dashboard_data_dashboard_data_get"];
+        get: operations["getDashboardData"];
         put?: never;
         post?: never;
         delete?: never;
@@ -593,14 +593,14 @@ export interface paths {
          * List Tokens
          * @description Every token, newest first: names, roles, patterns, expiry, last use; never a token.
          */
-        get: operations["list_tokens_tokens_get"];
+        get: operations["listTokens"];
         put?: never;
         /**
          * Create Token
          * @description Create a scoped token; the answer holds it, once. 422 for a malformed pattern, an
          *     unknown role, or a name a live token has.
          */
-        post: operations["create_token_tokens_post"];
+        post: operations["createToken"];
         delete?: never;
         options?: never;
         head?: never;
@@ -621,7 +621,7 @@ export interface paths {
          * Revoke Token
          * @description Revoke the live token of this name, in every API process at once.
          */
-        delete: operations["revoke_token_tokens__name__delete"];
+        delete: operations["revokeToken"];
         options?: never;
         head?: never;
         patch?: never;
@@ -635,10 +635,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Token Self
+         * Get Own Token
          * @description Whom the token sent acts as: its name, role and sessions, and what it may offer.
          */
-        get: operations["token_self_tokens_self_get"];
+        get: operations["getOwnToken"];
         put?: never;
         post?: never;
         delete?: never;
@@ -655,10 +655,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Healthz
+         * Get Health
          * @description 200 while the process runs.
          */
-        get: operations["healthz_healthz_get"];
+        get: operations["getHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -675,10 +675,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Readyz
+         * Get Readiness
          * @description 200 when the database answers, the schema is at head and boot recovery is done; else 503.
          */
-        get: operations["readyz_readyz_get"];
+        get: operations["getReadiness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -734,10 +734,10 @@ export interface components {
             token: string;
             /**
              * Status
-             * @default done
+             * @description Default: "done".
              * @enum {string}
              */
-            status: "done" | "failed" | "cached";
+            status?: "done" | "failed" | "cached";
             /**
              * Result
              * @description Any JSON value, kept with the lead.
@@ -756,10 +756,10 @@ export interface components {
             token: string;
             /**
              * Status
-             * @default done
+             * @description Default: "done".
              * @enum {string}
              */
-            status: "done" | "failed" | "cached";
+            status?: "done" | "failed" | "cached";
             /**
              * Result
              * @description Any JSON value, kept with the lead.
@@ -886,15 +886,23 @@ export interface components {
             lead_id: number;
             /** Ok */
             ok: boolean;
-            /** Expires At */
-            expires_at?: string | null;
+            /**
+             * Expires At
+             * Format: date-time
+             * @description A renewal's, when ok: the lease's new expiry.
+             */
+            expires_at?: string;
             /**
              * Ttl S
-             * @description A renewal's: The seconds granted: time heartbeats from your own send time with it, never by comparing expires_at (the database's clock) with your clock.
+             * @description A renewal's, when ok: The seconds granted: time heartbeats from your own send time with it, never by comparing expires_at (the database's clock) with your clock.
              */
-            ttl_s?: number | null;
-            /** Code */
-            code?: string | null;
+            ttl_s?: number;
+            /**
+             * Code
+             * @description When not ok: why (the lease is no longer valid).
+             * @enum {string}
+             */
+            code?: "lease_lost";
         };
         /** LeadAnswer */
         LeadAnswer: {
@@ -1015,17 +1023,16 @@ export interface components {
             owner: string;
             /**
              * Max
-             * @default 1
+             * @description Default: 1.
              */
-            max: number;
+            max?: number;
             /** Ttl S */
             ttl_s?: number | null;
             /**
              * Wait S
-             * @description Hold the request up to this long until work arrives.
-             * @default 0
+             * @description Hold the request up to this long until work arrives. Default: 0.
              */
-            wait_s: number;
+            wait_s?: number;
         };
         /** LeaseOut */
         LeaseOut: {
@@ -1069,10 +1076,9 @@ export interface components {
             };
             /**
              * Priority
-             * @description Higher first.
-             * @default 0
+             * @description Higher first. Default: 0.
              */
-            priority: number;
+            priority?: number;
             /**
              * Key
              * @description Dedupe key: a key already in the session is not pushed again.
@@ -1080,19 +1086,18 @@ export interface components {
             key?: string | null;
             /**
              * Depth
-             * @default 0
+             * @description Default: 0.
              */
-            depth: number;
+            depth?: number;
             /** Parent Id */
             parent_id?: number | null;
             /** Max Attempts */
             max_attempts?: number | null;
             /**
              * Delay S
-             * @description Not leasable before this many seconds.
-             * @default 0
+             * @description Not leasable before this many seconds. Default: 0.
              */
-            delay_s: number;
+            delay_s?: number;
             /**
              * Concurrency Key
              * @description At most the session's max_leased_per_key leads of one key leased at once.
@@ -1164,9 +1169,9 @@ export interface components {
             token: string;
             /**
              * Delay S
-             * @default 0
+             * @description Default: 0.
              */
-            delay_s: number;
+            delay_s?: number;
             /**
              * Error
              * @description Why the lead is given back; kept when this was its last attempt.
@@ -1296,11 +1301,10 @@ export interface components {
             cron: string;
             /**
              * Timezone
-             * @description The IANA time zone the cron expression is read in.
-             * @default UTC
+             * @description The IANA time zone the cron expression is read in. Default: "UTC".
              * @example Europe/Paris
              */
-            timezone: string;
+            timezone?: string;
             lead: components["schemas"]["ScheduleLeadIn"];
         };
         /**
@@ -1317,18 +1321,16 @@ export interface components {
             };
             /**
              * Priority
-             * @description Higher first.
-             * @default 0
+             * @description Higher first. Default: 0.
              */
-            priority: number;
+            priority?: number;
             /** Max Attempts */
             max_attempts?: number | null;
             /**
              * Delay S
-             * @description Not leasable before this many seconds after its tick.
-             * @default 0
+             * @description Not leasable before this many seconds after its tick. Default: 0.
              */
-            delay_s: number;
+            delay_s?: number;
         };
         /** ScheduleOut */
         ScheduleOut: {
@@ -1382,10 +1384,9 @@ export interface components {
         SettingsIn: {
             /**
              * Weight
-             * @description Its share of the leases of a lease across sessions, against the other sessions with work.
-             * @default 1
+             * @description Its share of the leases of a lease across sessions, against the other sessions with work. Default: 1.0.
              */
-            weight: number;
+            weight?: number;
             /**
              * Max Leased
              * @description At most this many of its leads leased at once, across every worker; null: no cap.
@@ -1411,10 +1412,6 @@ export interface components {
              * @description The default maximum runtime of its leads; null: none.
              */
             max_runtime_s?: number | null;
-        } | {
-            burst?: null;
-        } | {
-            rate_per_s: number;
         };
         /** SettingsOut */
         SettingsOut: {
@@ -1445,18 +1442,10 @@ export interface components {
             session?: string | null;
             /**
              * All
-             * @default false
+             * @description Default: false.
              */
-            all: boolean;
-        } & ({
-            session: string;
-            /** @constant */
-            all?: false;
-        } | {
-            /** @constant */
-            all: true;
-            session?: null;
-        });
+            all?: boolean;
+        };
         /** SweepOut */
         SweepOut: {
             /** Requeued */
@@ -1516,23 +1505,59 @@ export interface components {
             /** Tokens */
             tokens: components["schemas"]["TokenOut"][];
         };
+        /** @description An error answer (RFC 9457, application/problem+json) with leaseq's stable `code`. Branch on `code`, never on `title` or `detail`. */
+        Problem: {
+            /** @description `urn:leaseq:problem:` and the code. */
+            type: string;
+            /** @description The code's title, for people. */
+            title: string;
+            /** @description The answer's HTTP status. */
+            status: number;
+            /** @description What went wrong, for people. */
+            detail?: string;
+            /**
+             * @description `lease_lost` (409): the lease is not valid (expired, swept, re-leased, completed, cancelled or another token): stop working on the lead, do not retry; `not_found` (404): no such lead, schedule or token; `validation_error` (422): the input breaks a rule (`errors` name where); nothing changed; `conflict` (409): the lead's status does not allow this; nothing changed; `incomplete_body` (400): the body ended before its Content-Length; nothing was done; `unauthorized` (401): no valid bearer token (tokens are configured); `forbidden` (403): outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed; `payload_too_large` (413): the body is over LEASEQ_MAX_BODY_BYTES; `unsupported_media_type` (415): a body that is not sent as application/json; nothing changed; `quota_exceeded` (429): the push would pass the session's max_queued; none of it was stored: retry after Retry-After; `unavailable` (503): the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After; `method_not_allowed` (405): the path does not serve this method; `internal_error` (500): a fault of the service (a bug), answered without detail.
+             * @enum {string}
+             */
+            code: "lease_lost" | "not_found" | "validation_error" | "conflict" | "incomplete_body" | "unauthorized" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "quota_exceeded" | "unavailable" | "method_not_allowed" | "internal_error";
+            /** @description With validation_error: each fault, where (`loc`) and what. */
+            errors?: {
+                /** @description The path to the fault: ["body", "leads", 0, "key"]. */
+                loc: (string | number)[];
+                msg: string;
+                /** @description The kind of fault. */
+                type?: string;
+            }[];
+            /**
+             * @description With lease_lost, when known: its maximum runtime ended.
+             * @enum {string}
+             */
+            reason?: "max_runtime";
+        };
     };
     responses: never;
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Seconds to wait before sending the request again. */
+        "Retry-After": number;
+        /** @description The challenge: `Bearer realm="leaseq"`, with `error="invalid_token"` when a token was sent. */
+        "WWW-Authenticate": string;
+        /** @description The methods the path serves. */
+        Allow: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    push_sessions__session__leads_post: {
+    push: {
         parameters: {
             query?: never;
             header?: {
                 /** @description Your own id of this one intent (a UUID): sent again with the same request, the first answer comes back instead of a second effect. Kept for LEASEQ_IDEMPOTENCY_TTL_S at least. */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
                 /** @description W3C Trace Context of the producer's span, stored on each lead without its own `traceparent`; ignored when malformed. Not part of what an Idempotency-Key names: a retry in another span is the same push. */
-                traceparent?: string | null;
+                traceparent?: string;
             };
             path: {
                 /** @description The session's name. */
@@ -1555,206 +1580,135 @@ export interface operations {
                     "application/json": components["schemas"]["PushOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description conflict */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`: the lead's status does not allow this; nothing changed. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `quota_exceeded`: the push would pass the session's max_queued; none of it was stored: retry after Retry-After. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    lease_lease_post: {
+    lease: {
         parameters: {
             query?: never;
             header?: {
                 /** @description Your own id of this one intent (a UUID): sent again with the same request, the first answer comes back instead of a second effect. Kept for LEASEQ_IDEMPOTENCY_TTL_S at least. */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -1774,169 +1728,111 @@ export interface operations {
                     "application/json": components["schemas"]["LeasesOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    renew_renew_post: {
+    renew: {
         parameters: {
             query?: never;
             header?: never;
@@ -1958,201 +1854,120 @@ export interface operations {
                     "application/json": components["schemas"]["RenewOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description lease_lost */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `lease_lost`: the lease is not valid (expired, swept, re-leased, completed, cancelled or another token): stop working on the lead, do not retry. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    renew_batch_renew_batch_post: {
+    renewBatch: {
         parameters: {
             query?: never;
             header?: never;
@@ -2174,174 +1989,116 @@ export interface operations {
                     "application/json": components["schemas"]["BatchOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    complete_complete_post: {
+    complete: {
         parameters: {
             query?: never;
             header?: {
                 /** @description Your own id of this one intent (a UUID): sent again with the same request, the first answer comes back instead of a second effect. Kept for LEASEQ_IDEMPOTENCY_TTL_S at least. */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -2361,206 +2118,125 @@ export interface operations {
                     "application/json": components["schemas"]["CompleteOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description lease_lost */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `lease_lost`: the lease is not valid (expired, swept, re-leased, completed, cancelled or another token): stop working on the lead, do not retry. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    complete_batch_complete_batch_post: {
+    completeBatch: {
         parameters: {
             query?: never;
             header?: {
                 /** @description Your own id of this one intent (a UUID): sent again with the same request, the first answer comes back instead of a second effect. Kept for LEASEQ_IDEMPOTENCY_TTL_S at least. */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -2580,169 +2256,111 @@ export interface operations {
                     "application/json": components["schemas"]["CompleteBatchOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    release_release_post: {
+    release: {
         parameters: {
             query?: never;
             header?: never;
@@ -2764,201 +2382,120 @@ export interface operations {
                     "application/json": components["schemas"]["LeadAnswer"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description lease_lost */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `lease_lost`: the lease is not valid (expired, swept, re-leased, completed, cancelled or another token): stop working on the lead, do not retry. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    sweep_sweep_post: {
+    sweep: {
         parameters: {
             query?: never;
             header?: never;
@@ -2980,169 +2517,111 @@ export interface operations {
                     "application/json": components["schemas"]["SweepOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    session_stats_sessions__session__stats_get: {
+    getSessionStats: {
         parameters: {
             query?: never;
             header?: never;
@@ -3163,105 +2642,93 @@ export interface operations {
                     "application/json": components["schemas"]["CountsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    stats_stats_get: {
+    getStats: {
         parameters: {
             query?: never;
             header?: never;
@@ -3279,73 +2746,84 @@ export interface operations {
                     "application/json": components["schemas"]["AllStatsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    get_settings_sessions__session__settings_get: {
+    getSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -3366,105 +2844,93 @@ export interface operations {
                     "application/json": components["schemas"]["SettingsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    put_settings_sessions__session__settings_put: {
+    putSettings: {
         parameters: {
             query?: never;
             header?: never;
@@ -3489,169 +2955,111 @@ export interface operations {
                     "application/json": components["schemas"]["SettingsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    pause_sessions__session__pause_post: {
+    pause: {
         parameters: {
             query?: never;
             header?: never;
@@ -3676,169 +3084,111 @@ export interface operations {
                     "application/json": components["schemas"]["SettingsOut"];
                 };
             };
-            /** @description forbidden or forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    resume_sessions__session__resume_post: {
+    resume: {
         parameters: {
             query?: never;
             header?: never;
@@ -3859,105 +3209,102 @@ export interface operations {
                     "application/json": components["schemas"]["SettingsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    session_report_sessions__session__report_get: {
+    getReport: {
         parameters: {
             query?: never;
             header?: never;
@@ -3978,105 +3325,93 @@ export interface operations {
                     "application/json": components["schemas"]["ReportOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    get_lead_leads__lead_id__get: {
+    getLead: {
         parameters: {
             query?: {
                 /** @description Seconds to hold the request until the lead is terminal (0: answer at once). */
@@ -4099,137 +3434,102 @@ export interface operations {
                     "application/json": components["schemas"]["LeadOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    cancel_leads__lead_id__cancel_post: {
+    cancelLead: {
         parameters: {
             query?: never;
             header?: never;
@@ -4249,169 +3549,120 @@ export interface operations {
                     "application/json": components["schemas"]["LeadOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description conflict */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`: the lead's status does not allow this; nothing changed. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    retry_leads__lead_id__retry_post: {
+    retryLead: {
         parameters: {
             query?: never;
             header?: never;
@@ -4431,169 +3682,120 @@ export interface operations {
                     "application/json": components["schemas"]["LeadOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description conflict */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `conflict`: the lead's status does not allow this; nothing changed. */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    lead_events_leads__lead_id__events_get: {
+    getLeadEvents: {
         parameters: {
             query?: never;
             header?: never;
@@ -4613,137 +3815,102 @@ export interface operations {
                     "application/json": components["schemas"]["LeadEventsOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    retry_failed_sessions__session__retry_failed_post: {
+    retryFailed: {
         parameters: {
             query?: never;
             header?: never;
@@ -4764,105 +3931,102 @@ export interface operations {
                     "application/json": components["schemas"]["RetriedOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    get_schedule_schedules__name__get: {
+    getSchedule: {
         parameters: {
             query?: never;
             header?: never;
@@ -4883,137 +4047,102 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduleOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    put_schedule_schedules__name__put: {
+    putSchedule: {
         parameters: {
             query?: never;
             header?: never;
@@ -5038,169 +4167,111 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduleOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unsupported_media_type */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    delete_schedule_schedules__name__delete: {
+    deleteSchedule: {
         parameters: {
             query?: never;
             header?: never;
@@ -5219,137 +4290,102 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    list_schedules_schedules_get: {
+    listSchedules: {
         parameters: {
             query?: never;
             header?: never;
@@ -5367,73 +4403,84 @@ export interface operations {
                     "application/json": components["schemas"]["SchedulesOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    prometheus_metrics_metrics_get: {
+    getMetrics: {
         parameters: {
             query?: never;
             header?: never;
@@ -5442,48 +4489,93 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description Prometheus text format, version 0.0.4. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "text/plain": string;
+                };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    operator_dashboard_dashboard_get: {
+    getDashboard: {
         parameters: {
             query?: never;
             header?: never;
@@ -5492,22 +4584,90 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Successful Response */
+            /** @description The page (HTML): a shell with no data, that may not be framed. */
             200: {
                 headers: {
+                    "X-Frame-Options"?: "DENY";
+                    "Content-Security-Policy"?: "frame-ancestors 'none'";
+                    "Cache-Control"?: "no-cache";
                     [name: string]: unknown;
                 };
                 content: {
                     "text/html": string;
                 };
             };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
-    operator_dashboard_data_dashboard_data_get: {
+    getDashboardData: {
         parameters: {
             query?: {
                 /** @description Part of a session's name. */
-                search?: string | null;
+                search?: string;
             };
             header?: never;
             path?: never;
@@ -5524,105 +4684,93 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    list_tokens_tokens_get: {
+    listTokens: {
         parameters: {
             query?: never;
             header?: never;
@@ -5640,105 +4788,84 @@ export interface operations {
                     "application/json": components["schemas"]["TokensOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
-            422: {
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    create_token_tokens_post: {
+    createToken: {
         parameters: {
             query?: never;
             header?: never;
@@ -5760,137 +4887,111 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    revoke_token_tokens__name__delete: {
+    revokeToken: {
         parameters: {
             query?: never;
             header?: never;
@@ -5911,137 +5012,102 @@ export interface operations {
                     "application/json": components["schemas"]["TokenOut"];
                 };
             };
-            /** @description forbidden */
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not_found */
+            /** @description `not_found`: no such lead, schedule or token. */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description validation_error */
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    token_self_tokens_self_get: {
+    getOwnToken: {
         parameters: {
             query?: never;
             header?: never;
@@ -6059,41 +5125,84 @@ export interface operations {
                     "application/json": components["schemas"]["SelfOut"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
     };
-    healthz_healthz_get: {
+    getHealth: {
         parameters: {
             query?: never;
             header?: never;
@@ -6111,9 +5220,65 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
-    readyz_readyz_get: {
+    getReadiness: {
         parameters: {
             query?: never;
             header?: never;
@@ -6131,36 +5296,60 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
-            /** @description unavailable */
-            503: {
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": {
-                        /** Type */
-                        type: string;
-                        /** Title */
-                        title: string;
-                        /** Status */
-                        status: number;
-                        /** Detail */
-                        detail?: string | null;
-                        /** Code */
-                        code: string;
-                        /**
-                         * Errors
-                         * @description With validation_error: each fault's location (loc) and message (msg).
-                         */
-                        errors?: {
-                            [key: string]: unknown;
-                        }[] | null;
-                        /**
-                         * Reason
-                         * @description With lease_lost, when known: "max_runtime" (its maximum runtime ended).
-                         */
-                        reason?: string | null;
-                    };
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -53,7 +53,7 @@ export function retryAfterOf(header: string | null | undefined, now: number = Da
   if (/^[0-9]+$/.test(text)) {
     return Number(text);
   }
-  const at = Date.parse(text);
+  const at = /[A-Za-z]/.test(text) ? Date.parse(text) : NaN; // an HTTP date names its day
   return Number.isNaN(at) ? undefined : Math.max(0, (at - now) / 1000);
 }
 

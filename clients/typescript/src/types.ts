@@ -38,7 +38,10 @@ export type AllCounts = Answer<"/stats", "get">;
 export type Report = Answer<"/sessions/{session}/report", "get">;
 export type Settings = Answer<"/sessions/{session}/settings", "get">;
 export type Schedule = Answer<"/schedules/{name}", "get">;
-export type ApiToken = Answer<"/tokens", "post">;
+/** A scoped token as listed (never the token itself). */
+export type ApiToken = Answer<"/tokens", "get">["tokens"][number];
+/** A scoped token just made: the only answer that shows `token`. */
+export type CreatedToken = Answer<"/tokens", "post", 201>;
 
 /** A lead to push: its payload, and whatever else the push takes. */
 export type NewLead = Partial<RequestBody<"/sessions/{session}/leads", "post">["leads"][number]> & {

@@ -24,6 +24,11 @@ const MAX_MARGIN_S = 1;
 const RENEW_RETRY_FIRST_S = 0.1;
 const RENEW_RETRY_MAX_S = 2;
 
+/** The worker's clock: monotonic seconds, never compared with the service's. */
+export function monotonicS(): number {
+  return performance.now() / 1000;
+}
+
 /** What the stop must come ahead of the lease's end by: timers late, a handler's last step. */
 export function safetyMargin(ttlS: number): number {
   return Math.min(MAX_MARGIN_S, ttlS * 0.1);

@@ -24,8 +24,8 @@ import { DEFAULT_RETRY, backoffS, newIdempotencyKey, sleep } from "../retry.js";
 import type { Lease } from "../types.js";
 import { Completions, type Settlement } from "./completions.js";
 import { Heartbeat } from "./heartbeat.js";
-import { Held } from "./held.js";
-import { Cached, HandlerStopped, type Job, Throttled } from "./job.js";
+import { Held, monotonicS } from "./held.js";
+import { type Outcome, execute } from "./execution.js";
 import {
   DEFAULT_GRACE_S,
   DEFAULT_WAIT_S,
@@ -57,12 +57,6 @@ export interface WorkerStats {
   /** Handlers that threw (or ran past their maximum runtime). */
   errors: number;
 }
-
-type Outcome =
-  | { kind: "done" | "cached"; result: unknown }
-  | { kind: "error"; error: string }
-  | { kind: "throttled"; throttleS: number }
-  | { kind: "lost" | "shutdown" | "abandoned" };
 
 /** Wakes whoever waits for the worker's state to change (a slot freed, a stop). */
 class Notifier {
@@ -139,7 +133,7 @@ export class Worker {
 
   /** The worker's clock: monotonic seconds. */
   clock(): number {
-    return performance.now() / 1000;
+    return monotonicS();
   }
 
   /**
@@ -303,6 +297,7 @@ export class Worker {
     const ttlS = lease.ttl_s ?? this.options.ttlS ?? 1;
     const h = new Held(lease, sent, ttlS, received, this.options.killGraceS);
     this.held.set(lease.token, h);
+    this.heartbeat.due(h.renewAt); // wakes the heartbeat when this one is due before it wakes
     if (this.stopping) {
       this.track(this.release(h, { error: "shutdown" })); // leased while stopping: straight back
       return;
@@ -320,7 +315,6 @@ export class Worker {
         this.pump();
       }
     };
-    this.heartbeat.due(h.renewAt);
   }
 
   /** Start waiting leases in the free handler slots. */
@@ -363,88 +357,12 @@ export class Worker {
   private async live(h: Held): Promise<void> {
     let outcome: Outcome;
     try {
-      outcome = await this.execute(h);
+      outcome = await execute(h, this.options.handler, this.options.maxRuntimeS, this.log);
     } finally {
       this.running -= 1;
       this.pump();
     }
     await this.settle(h, outcome);
-  }
-
-  private job(h: Held): Job {
-    return {
-      lead: h.lease.lead,
-      lease: h.lease,
-      attempt: h.lease.attempt,
-      signal: h.controller.signal,
-      checkpoint: (value: unknown) => {
-        if (value === undefined || value === null) {
-          throw new TypeError("a checkpoint is any JSON but null");
-        }
-        JSON.stringify(value); // throws for what JSON cannot carry
-        h.checkpoint = { value, sent: false };
-      },
-    };
-  }
-
-  /** Run the handler until it ends, the lease may end, its time is up or the worker stops. */
-  private async execute(h: Held): Promise<Outcome> {
-    const maxRuntimeS = this.options.maxRuntimeS;
-    let finished = false;
-    let value: unknown;
-    let failure: unknown;
-    const work = (async () => this.options.handler(this.job(h)))().then(
-      (v) => {
-        finished = true;
-        value = v;
-      },
-      (e: unknown) => {
-        finished = true;
-        failure = e ?? new Error("the handler failed");
-      },
-    );
-    while (!finished && h.reason === undefined) {
-      const reason = h.due(this.clock(), maxRuntimeS);
-      if (reason !== undefined) {
-        h.interrupt(reason);
-        break;
-      }
-      await this.until(h, h.deadline(maxRuntimeS), work);
-    }
-    const finishedFirst = finished; // before any abort: a result it chose to return
-    if (!finished) {
-      h.controller.abort(new HandlerStopped(h.reason ?? "shutdown"));
-      await this.until(h, this.clock() + h.killGraceS + h.margin, work, false);
-      if (!finished) {
-        this.log.error(`lead ${h.id}: the handler did not end within ${(h.killGraceS + h.margin).toFixed(1)}s of being stopped (${h.reason}); its lease is left to expire`);
-        return { kind: "abandoned" };
-      }
-    }
-    if (h.lost) return { kind: "lost" };
-    if (finishedFirst) {
-      if (failure === undefined) {
-        return value instanceof Cached ? { kind: "cached", result: value.result } : { kind: "done", result: value };
-      }
-      if (failure instanceof Throttled) return { kind: "throttled", throttleS: failure.retryAfterS };
-      if (h.reason === undefined) return { kind: "error", error: errorText(failure) };
-    }
-    if (h.reason === "max_runtime") return { kind: "error", error: `max runtime (${maxRuntimeS}s)` };
-    return { kind: "shutdown" };
-  }
-
-  /** Until `deadline` (the worker's clock), `work` ends, or (when `woken`) the lease is
-   * interrupted: one timer, whatever comes first. */
-  private async until(h: Held, deadline: number, work: Promise<void>, woken = true): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      work,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, Math.max(0, deadline - this.clock()) * 1000);
-        if (woken) h.wake = resolve;
-      }),
-    ]);
-    clearTimeout(timer);
-    h.wake = undefined;
   }
 
   /** Send what the outcome calls for; nothing for a lost or abandoned lease. */
@@ -573,10 +491,4 @@ export class Worker {
       }
     }
   }
-}
-
-/** A handler's error as the text an attempt records (no NUL: PostgreSQL text has none). */
-function errorText(error: unknown): string {
-  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  return text.replaceAll("\0", "");
 }
