@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// Worker leases leads of a session and runs a Handler on each, Concurrency
-// at a time, keeping the promise of leaseq's workers (docs/worker.md): it
-// never runs a lead it no longer holds, and never turns one intent into two
-// effects.
+// Worker leases leads of a session and runs a Handler on each, up to its
+// concurrency at a time, keeping the promise of leaseq's workers
+// (docs/worker.md): it never runs a lead it no longer holds, and never turns
+// one intent into two effects.
 //
 //   - it leases into its free slots by long poll, and holds a few leads more
 //     than it runs (prefetch) so that the next lead is there when a handler
