@@ -154,7 +154,7 @@ func (w *Worker) sendCompletions(batch []*completion) {
 			if len(batch) > 1 && (errors.Is(err, ErrValidation) || errors.Is(err, ErrPayloadTooLarge)) {
 				// Refused whole, nothing changed: one item's result, say. Each goes alone.
 				w.mu.Lock()
-				w.reserved -= free
+				w.unreserve(free)
 				w.completing.sending -= len(batch)
 				w.mu.Unlock()
 				for _, c := range batch {
@@ -195,7 +195,7 @@ func (w *Worker) latest(batch []*completion) time.Time {
 func (w *Worker) answer(batch []*completion, results []ItemResult, leases []*Lease, reserved int, sent time.Time, err error) {
 	answers := make([]completionAnswer, len(batch))
 	w.mu.Lock()
-	w.reserved -= reserved
+	w.unreserve(reserved)
 	w.completing.sending -= len(batch)
 	for i, c := range batch {
 		switch {

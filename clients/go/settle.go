@@ -95,8 +95,13 @@ func (w *Worker) fail(h *held, why string) {
 	}
 }
 
-// giveBack releases the lead (after its last checkpoint), retried while its lease is surely valid.
+// giveBack releases the lead (after its last checkpoint), retried while its
+// lease is surely valid; once the worker is stopping, not while a lease call
+// of its own is in flight.
 func (w *Worker) giveBack(h *held, opts ReleaseOptions) {
+	w.mu.Lock()
+	w.untilUnasked()
+	w.mu.Unlock()
 	w.carryCheckpoint(h)
 	id, token := h.lease.Lead.ID, h.lease.Token
 	err := w.whileValid(h, func(ctx context.Context) error {

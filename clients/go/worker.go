@@ -54,7 +54,8 @@ type Worker struct {
 
 	mu         sync.Mutex
 	held       map[*held]struct{}
-	reserved   int // slots a lease call in flight may fill
+	reserved   int        // slots a lease call in flight may fill (a long poll, a completion's next)
+	unasked    *sync.Cond // broadcast when no lease call is in flight any more
 	stopping   bool
 	stoppedAt  time.Time
 	stopCh     chan struct{} // closed when the worker stops leasing
@@ -151,6 +152,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.idle = make(chan struct{}, 1)
 	w.beatWake = make(chan struct{}, 1)
 	w.completing.init(1)
+	w.unasked = sync.NewCond(&w.mu)
 	w.mu.Unlock()
 
 	finished := make(chan struct{})
@@ -285,7 +287,7 @@ func (w *Worker) leaseLoop() {
 		leases, err := w.lease(free)
 		received := time.Now()
 		w.mu.Lock()
-		w.reserved -= free
+		w.unreserve(free)
 		for _, lease := range leases {
 			w.start(lease, sent, received)
 		}
@@ -408,6 +410,25 @@ func (w *Worker) start(lease *Lease, sent, received time.Time) {
 		signal(w.beatWake)
 	}
 	go w.hold(h)
+}
+
+// unreserve: a lease call that may have filled n slots has answered. Called
+// with mu held.
+func (w *Worker) unreserve(n int) {
+	w.reserved -= n
+	if w.reserved == 0 {
+		w.unasked.Broadcast()
+	}
+}
+
+// untilUnasked waits, once the worker is stopping, until no lease call of
+// its own is in flight: a lead it gives back is then not taken back by its
+// own last long poll (an attempt spent for nothing, and a lease its
+// cancelled poll would leave to no one). Called with mu held.
+func (w *Worker) untilUnasked() {
+	for w.stopping && w.reserved > 0 {
+		w.unasked.Wait()
+	}
 }
 
 // forget: h is no longer held; its slot is free. Called with mu held.
