@@ -2,8 +2,8 @@
 
 They document a lead's life in ``/openapi.json`` and let a stateful fuzzer
 (tests/api/test_fuzz.py::test_lead_lives_that_follow_the_links) follow it with
-real ids and tokens. Links name their target by the operationId FastAPI
-generated, looked up in the document itself, so they follow the routes.
+real ids and tokens. Links name their target by its operationId, looked up in
+the document itself (``app.api.openapi`` puts them in), so they follow the routes.
 """
 
 from __future__ import annotations

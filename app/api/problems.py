@@ -7,6 +7,10 @@ wrong method) keep their status with a ``code``; anything else is a 500
 without detail, so no traceback leaks. The middlewares (auth, body limit) use
 ``problem`` directly. A body carries ``type``, ``title``, ``status``,
 ``detail`` and ``code``, and ``errors`` (loc, msg, type) for validation.
+
+The same module describes them to the OpenAPI document (``app.api.openapi``): the
+one ``Problem`` schema, whose ``code`` is an enum of ``CODES``, the headers a
+refusal carries, and the ``responses`` of an operation's refusals.
 """
 
 from __future__ import annotations

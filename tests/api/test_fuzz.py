@@ -1,7 +1,9 @@
 """Property-based fuzzing of every endpoint from /openapi.json (schemathesis).
 
-A real ``leaseq serve`` process on a database of its own answers generated
-requests, valid and invalid. Every answer must conform to the schema (status,
+A real ``leaseq serve`` process on a database of its own, with an API token as
+the document's bearer scheme says, answers generated requests, valid and invalid;
+schemathesis's checks of auth send some without the token or with a wrong one, which
+must answer 401. Every answer must conform to the schema (status,
 content type, body), no answer may be a 5xx, and every error must be a
 problem+json with a ``code``. Runs are derandomized and small, so CI is stable
 and quick. A stateful run follows the document's links (``app.api.links``) from a
@@ -98,7 +100,9 @@ def fuzz_database(server_url: str, template_db: str) -> Iterator[str]:
 def fuzz_service(fuzz_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     services = Services(Path(tmp_path_factory.mktemp("fuzz")))
     try:
-        yield services.start("--sweep-interval", "3600", database_url=fuzz_database)
+        yield services.start(
+            "--sweep-interval", "3600", "--token", TOKEN, database_url=fuzz_database
+        )
     finally:
         services.close()
 
@@ -110,7 +114,12 @@ def _openapi() -> dict[str, Any]:
 
 
 OPENAPI = _openapi()
-SCHEMA = schemathesis.openapi.from_dict(OPENAPI)
+# The service has a token, as the document's bearer scheme says: every generated request
+# sends it, and the checks of auth send requests without it, or with a wrong one (401).
+TOKEN = "fuzz-token"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+AUTH = {"auth": {"openapi": {"bearerAuth": {"bearer": TOKEN}}}}
+SCHEMA = schemathesis.openapi.from_dict(OPENAPI, config=SchemathesisConfig.from_dict(AUTH))
 OPERATIONS = {op.label: op for op in (result.ok() for result in SCHEMA.get_all_operations())}
 # The stateful runs follow the document's own links only (no links inferred from names).
 NO_INFERENCE = {"phases": {"stateful": {"inference": {"algorithms": []}}}}
@@ -121,7 +130,7 @@ LIFE = {path for path, _, _ in LINKS} | {
 }
 LINKED = schemathesis.openapi.from_dict(
     {**OPENAPI, "paths": {path: ops for path, ops in OPENAPI["paths"].items() if path in LIFE}},
-    config=SchemathesisConfig.from_dict(NO_INFERENCE),
+    config=SchemathesisConfig.from_dict({**NO_INFERENCE, **AUTH}),
 )
 # Negative cases need something to break: operations with parameters or a body.
 CASES = [(label, GenerationMode.POSITIVE) for label in sorted(OPERATIONS)] + [
@@ -218,7 +227,7 @@ def test_settings_of_its_own_then_leases_across_sessions(
     @EXAMPLES
     def check(case: Any) -> None:
         _answers_well(case, case.call(base_url=fuzz_service.url, timeout=15))
-        with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+        with httpx.Client(base_url=fuzz_service.url, headers=BEARER, timeout=15) as http:
             _leases_across_sessions(http, (case.path_parameters or {}).get("session"), got)
 
     check()
@@ -244,7 +253,7 @@ def test_settings_rows_written_in_sql_then_leases_across_sessions(
                 " %(tokens)s, %(refilled_at)s::timestamptz)",
                 {**raw, "session": session},
             )
-        with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+        with httpx.Client(base_url=fuzz_service.url, headers=BEARER, timeout=15) as http:
             _leases_across_sessions(http, session, got)
             for path in (f"/sessions/{session}/settings", "/stats", "/dashboard/data"):
                 answer = http.get(path)
@@ -277,7 +286,8 @@ def _answers_well(case: Any, response: Any) -> None:
     elif _semantic_refusal(case, response):
         case.validate_response(response, excluded_checks=[positive_data_acceptance])
     elif _holds_nul(case.body):
-        assert response.status_code == 422, (response.status_code, response.text)
+        # 401: a negative case sent without the token is refused before its body is read.
+        assert response.status_code in (401, 422), (response.status_code, response.text)
         case.validate_response(response, excluded_checks=[positive_data_acceptance])
     else:
         case.validate_response(response)
@@ -317,6 +327,7 @@ def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: 
             leads = [{"payload": {"n": n}, "max_attempts": 2} for n in range(3)]
             case = push.Case(
                 path_parameters={"session": "linked"},
+                headers=dict(BEARER),
                 body={"leads": leads},
                 media_type="application/json",
             )
@@ -336,7 +347,7 @@ def test_lead_lives_that_follow_the_links(fuzz_service: Service, fuzz_database: 
             _answers_well(case, response)
 
         def teardown(self) -> None:
-            with httpx.Client(base_url=fuzz_service.url, timeout=15) as http:
+            with httpx.Client(base_url=fuzz_service.url, headers=BEARER, timeout=15) as http:
                 for name in http.get("/stats").json()["sessions"]:
                     audit = http.get(f"/sessions/{name}/report").json()
                     assert audit["double_completions"] == 0, (name, audit)

@@ -192,7 +192,7 @@ def test_a_worker_on_openapi_typescripts_default_output_compiles_strict_and_drai
     folder = document_file.parent
     run(generate, document_file, "--output", folder / "leaseq.ts", cwd=folder)  # defaults
     (folder / WORKER.name).write_text(WORKER.read_text())
-    types = npm_tools.FOLDER / "node_modules" / "@types"
+    types = npm_tools.types_folder()
     run(
         tsc,
         "--strict",

@@ -15,7 +15,6 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -219,9 +218,7 @@ def test_kill_9(fleet: Fleet, service: Service, database_url: str) -> None:
         assert events[-1] == "completed" and "expired" in events, events
 
 
-def test_outage(
-    fleet: Fleet, service: Service, record_property: Callable[[str, object], None]
-) -> None:
+def test_outage(fleet: Fleet, service: Service) -> None:
     """Every answer a 503 (``Retry-After: 1``) for 10 s: the worker's requests stay a few a
     second, and it drains the rest afterwards without a restart."""
     outage = Outage()
@@ -235,7 +232,6 @@ def test_outage(
         done(service, len(ids))
         assert fleet.stop_all() == [0]
     rate = len(outage.requests) / OUTAGE_S
-    record_property("requests_per_s", rate)
     assert outage.requests, "no request reached the proxy during the outage"
     assert rate <= MAX_OUTAGE_RATE, (rate, Counter(path for _, path in outage.requests))
     once_each(service, fleet, ids)

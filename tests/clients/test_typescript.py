@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from tests.clients.harness import TYPESCRIPT, built, run
 from tests.support import system
 from tests.support.npm_tools import NODE, NPM
-from tests.support.serving import Service, Services
+from tests.support.serving import ROOT, Service, Services
 
 # Minutes, not seconds: CI runs them (--run-slow), and so does `-m slow`.
 pytestmark = [pytest.mark.service, pytest.mark.slow]
@@ -107,8 +108,8 @@ def test_the_readme_example_runs_as_written(
     ran = run([system.need(NODE), "example.js"], tmp_path, LEASEQ_URL=service.url)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.strip().splitlines()[-1] == "done 2, failed 0"
-    stats = service.client().get("/sessions/emails/stats").json()
-    assert stats["done"] == 2
+    with service.client() as http:
+        assert http.get("/sessions/emails/stats").json()["done"] == 2
 
 
 def test_the_package_packs_and_installs_offline(typescript: None, tmp_path: Path) -> None:
@@ -136,3 +137,19 @@ def test_the_package_packs_and_installs_offline(typescript: None, tmp_path: Path
     )
     imported = run([system.need(NODE), "--input-type=module", "-e", probe], project)
     assert imported.stdout.strip() == "true", imported.stdout + imported.stderr
+
+
+def test_without_npm_the_tests_skip_saying_how_to_get_it(tmp_path: Path) -> None:
+    """With no npm on the path a test of this client skips with one line saying what to
+    install; under CI's switch the same line fails it."""
+    nowhere = tmp_path / "empty-path"
+    nowhere.mkdir()
+    test = "tests/clients/test_typescript.py::test_unit_tests"
+    argv = [sys.executable, "-m", "pytest", "-rsE", "-p", "no:cacheprovider", "--run-slow", test]
+    skipped = run(argv, ROOT, **{system.PATH_ENV: str(nowhere)})
+    line = "npm is not installed: apt-get install -y npm"
+    assert f"SKIPPED [1] {test.split('::')[0]}" in skipped.stdout, skipped.stdout[-3000:]
+    assert line in skipped.stdout
+    failed = run(argv, ROOT, **{system.PATH_ENV: str(nowhere), system.REQUIRE_ENV: "1"})
+    assert failed.returncode != 0
+    assert f"{line} ({system.REQUIRE_ENV}=1)" in failed.stdout, failed.stdout[-3000:]

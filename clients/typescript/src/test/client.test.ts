@@ -14,7 +14,7 @@ import {
   Unavailable,
   ValidationError,
 } from "../index.js";
-import { pushChunks } from "../client.js";
+import { pushChunks } from "../wire.js";
 import { errorOf } from "../errors.js";
 
 interface Sent {

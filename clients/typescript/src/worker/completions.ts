@@ -18,9 +18,9 @@ import { LeaseqError, PayloadTooLarge, Unavailable, ValidationError } from "../e
 import { describe } from "../http.js";
 import { backoffS, newIdempotencyKey, sleep } from "../retry.js";
 import type { FinalStatus, Lease } from "../types.js";
+import { MAX_ITEM_BATCH } from "../wire.js";
 import type { Held } from "./held.js";
 
-const MAX_ITEMS = 100;
 
 export interface Settlement {
   held: Held;
@@ -71,7 +71,7 @@ export class Completions {
   private async flush(): Promise<void> {
     try {
       while (this.pending.length) {
-        const batch = this.pending.splice(0, MAX_ITEMS);
+        const batch = this.pending.splice(0, MAX_ITEM_BATCH);
         await this.send(batch);
       }
     } finally {

@@ -10,11 +10,11 @@
 import type { Client } from "../client.js";
 import { describe } from "../http.js";
 import { NO_RETRY } from "../retry.js";
+import { MAX_ITEM_BATCH } from "../wire.js";
 import type { Held } from "./held.js";
 
 const MIN_CALL_TIMEOUT_S = 0.05;
 const LOG_EVERY_S = 5;
-const MAX_ITEMS = 100;
 
 export interface HeartbeatHost {
   readonly client: Client;
@@ -49,24 +49,36 @@ export class Heartbeat {
     this.wakeUp?.();
   }
 
+  /** Renew until stopped. A fault of its own is logged and the beat goes on: the handlers'
+   * deadlines do not depend on it, only their leases' renewals do. */
   async run(): Promise<void> {
     while (!this.stopped) {
-      const now = this.host.clock();
-      const live = [...this.host.held()].filter((h) => !h.lost && h.renewAt < Infinity);
-      const nextAt = Math.min(...live.map((h) => h.renewAt));
-      if (nextAt > now) {
-        await this.sleep(nextAt - now);
-        continue;
+      try {
+        await this.beat();
+      } catch (error) {
+        this.host.warn(`the heartbeat failed: ${describe(error)}`);
+        await this.sleep(0.1);
       }
-      // Those due within a sixth of their ttl go along: an early renewal costs nothing.
-      const batch = live.filter((h) => h.renewAt <= now + h.ttlS / 6);
-      const calls: Promise<void>[] = [];
-      for (let i = 0; i < batch.length; i += MAX_ITEMS) {
-        calls.push(this.renew(batch.slice(i, i + MAX_ITEMS)));
-      }
-      await Promise.all(calls);
-      this.host.checkDeadlines();
     }
+  }
+
+  /** Sleep until the next renewal is due, or send the renewals due. */
+  private async beat(): Promise<void> {
+    const now = this.host.clock();
+    const live = [...this.host.held()].filter((h) => !h.lost && h.renewAt < Infinity);
+    const nextAt = Math.min(...live.map((h) => h.renewAt));
+    if (nextAt > now) {
+      await this.sleep(nextAt - now);
+      return;
+    }
+    // Those due within a sixth of their ttl go along: an early renewal costs nothing.
+    const batch = live.filter((h) => h.renewAt <= now + h.ttlS / 6);
+    const calls: Promise<void>[] = [];
+    for (let i = 0; i < batch.length; i += MAX_ITEM_BATCH) {
+      calls.push(this.renew(batch.slice(i, i + MAX_ITEM_BATCH)));
+    }
+    await Promise.all(calls);
+    this.host.checkDeadlines();
   }
 
   private sleep(seconds: number): Promise<void> {

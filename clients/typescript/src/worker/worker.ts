@@ -22,6 +22,7 @@ import { LeaseLost, LeaseqError, Unavailable } from "../errors.js";
 import { describe } from "../http.js";
 import { DEFAULT_RETRY, backoffS, newIdempotencyKey, sleep } from "../retry.js";
 import type { Lease } from "../types.js";
+import { MAX_ITEM_BATCH } from "../wire.js";
 import { Completions, type Settlement } from "./completions.js";
 import { Heartbeat } from "./heartbeat.js";
 import { Held, monotonicS } from "./held.js";
@@ -39,7 +40,6 @@ import {
 } from "./options.js";
 
 const IDLE_POLL_S = 1; // an empty lease is not repeated sooner than this
-const MAX_LEASE = 100;
 const MAX_ERROR_CHARS = 65_536;
 
 /** What a worker did. */
@@ -216,7 +216,7 @@ export class Worker {
   }
 
   private ask(freed: number): LeaseRequest | undefined {
-    const max = Math.min(MAX_LEASE, this.free() + freed);
+    const max = Math.min(MAX_ITEM_BATCH, this.free() + freed);
     if (this.stopping || max <= 0) {
       return undefined;
     }
@@ -236,7 +236,7 @@ export class Worker {
     let failingSince: number | undefined;
     let failures = 0;
     while (!this.stopping) {
-      const free = Math.min(MAX_LEASE, this.free());
+      const free = Math.min(MAX_ITEM_BATCH, this.free());
       if (free <= 0) {
         await this.changed.wait();
         continue;
