@@ -352,6 +352,7 @@ func TestAnOutageOf503IsRiddenOutAtABoundedRate(t *testing.T) {
 		t.Fatal("drained during the outage")
 	}
 	during := proxy.requestsBetween(began, began.Add(outage))
+	t.Logf("%d requests in the %v of 503s", during, outage)
 	if during < 2 || during > 8 {
 		t.Fatalf("%d requests in the %v of 503s, want at most a few a second", during, outage)
 	}
