@@ -280,8 +280,9 @@ def hop_targets(rate: dict[Key, float], p99: dict[Key, float | None]) -> list[di
             ("rest-1proc-next-keyed-b1", w),
             0.9,
         )
-    for w in (4, 16):
-        compare(f"ts-worker >= 0.8 x sdk at W={w}", ("ts-worker", w), ("sdk", w), 0.8)
+    for client in ("ts-worker", "go"):  # the other languages' workers, beside the SDK
+        for w in (4, 16):
+            compare(f"{client} >= 0.8 x sdk at W={w}", (client, w), ("sdk", w), 0.8)
     cli = ("cli-true", 4)
     entry(
         f"cli-true >= 5 x {CLI_TRUE_BEFORE} leads/s (leaseq worker before round 3) at W=4",

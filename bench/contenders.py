@@ -24,8 +24,8 @@
   ``batch_defer_async``.
 * ``sdk``, ``cli-true`` and ``xargs-true``: what users run (bench/users.py): the
   SDK's ``Worker`` with its defaults, ``leaseq worker -- true``, and the machine's
-  spawn ceiling beside it; ``ts-worker``: the TypeScript client's ``Worker`` with its
-  defaults.
+  spawn ceiling beside it; ``ts-worker`` and ``go``: the TypeScript and Go clients'
+  ``Worker`` with their defaults.
 
 Every run checks its outcome: each lead (job) ran exactly once and the database
 agrees; a run that fails its checks raises, and no figure is reported.
@@ -126,6 +126,7 @@ class Contender:
 # What users run (bench/users.py), by family: the contender's name and its label.
 USER_RUN = {
     "sdk": ("sdk", "leaseq.Worker (the SDK), defaults"),
+    "go": ("go", "leaseq's Go Worker, defaults"),
     "cli": ("cli-true", "leaseq worker -- true"),
     "xargs": ("xargs-true", "xargs -n 1 true (no queue)"),
     "ts": ("ts-worker", "the TypeScript Worker (clients/typescript), defaults"),
@@ -777,7 +778,7 @@ def run_once(
             elif family == "core":
                 spec["ledger"] = contender.ledger
                 ids, bulk, single = asyncio.run(core_push(url, n, bool(contender.ledger)))
-            elif family in ("rest", "rawrest", "sdk", "cli", "ts"):
+            elif family in ("rest", "rawrest", "sdk", "cli", "ts", "go"):
                 if family == "rawrest":
                     service = RawRestService(libpq_url(url))
                 else:
@@ -798,10 +799,10 @@ def run_once(
             service_cpu = service.cpu_s() if service is not None else 0.0
             server = common.postmaster(url)
             database_cpu = common.server_cpu_s(server)
-            if family in ("cli", "ts"):
+            if family in ("cli", "ts", "go"):
                 assert service is not None
-                child = users.cli_worker if family == "cli" else users.ts_worker
-                exit_s, cpu_s = child(service.base_url, workers)
+                child = {"cli": users.cli_worker, "ts": users.ts_worker, "go": users.go_worker}
+                exit_s, cpu_s = child[family](service.base_url, workers)
                 done, drain_s = users.ledger_drain(url)
                 reports = [WorkerReport(done_ids=done, cpu_s=cpu_s)]
             elif family == "xargs":

@@ -14,6 +14,10 @@ true``, and ``xargs -P W -n 1 true`` beside it (the spawn ceiling of the machine
   ledger, from its first lease to its last completion (its interpreter's start and its
   last idle poll are its ``exit_s``, recorded beside); its CPU is its process tree's
   (the worker, its guards and the commands).
+* ``go``: one process of leaseq's Go ``Worker`` of concurrency W with every other option
+  at its default and a handler that does nothing (clients/go/examples/noop, built once per
+  run with the machine's ``go``, offline), stopping once a lease's wait of 0.5 s finds
+  nothing. Its drain is read from the ledger, as the cli's is, and its CPU is its process's.
 * ``xargs``: ``seq N | xargs -P W -n 1 true``: no queue at all, what spawning N processes
   costs here.
 * ``ts``: one ``node`` process of the TypeScript client's ``Worker`` (clients/typescript,
@@ -27,9 +31,13 @@ completions, and the leads' status).
 
 from __future__ import annotations
 
+import functools
+import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +54,7 @@ from leaseq.worker.metrics import Metrics
 
 CLI_WAIT_S = 0.5  # the cli worker's long poll: its exit comes this long after its last lead
 TS_DRAIN = Path(__file__).resolve().parents[1] / "clients/typescript/dist/bench/drain.js"
+GO_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "go"
 CHILD_TIMEOUT_S = 600.0
 
 
@@ -82,6 +91,36 @@ def ts_worker(base_url: str, workers: int) -> tuple[float, float]:
     if not TS_DRAIN.exists():
         raise RuntimeError(f"{TS_DRAIN} is missing: npm ci && npm run build in clients/typescript")
     return timed_child(["node", str(TS_DRAIN), base_url, SESSION, str(workers), str(CLI_WAIT_S)])
+
+
+@functools.cache
+def go_program() -> str:
+    """clients/go/examples/noop, built once per run by the machine's ``go`` (offline: the
+    client needs the standard library alone); the binary's path."""
+    go = shutil.which("go")
+    if go is None:
+        raise RuntimeError("go is not installed (apt-get install golang-go); or --skip go")
+    binary = Path(tempfile.mkdtemp(prefix="leaseq-bench-go-")) / "noop"
+    env = {**os.environ, "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+    built = subprocess.run(
+        [go, "build", "-o", str(binary), "./examples/noop"],
+        cwd=GO_CLIENT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise RuntimeError(f"go build ./examples/noop failed: {built.stderr[-2000:]}")
+    return str(binary)
+
+
+def go_worker(base_url: str, workers: int) -> tuple[float, float]:
+    """The Go ``Worker`` of concurrency W, defaults, to its exit (a lease's wait of
+    CLI_WAIT_S after its last lead): its wall seconds and CPU seconds."""
+    argv = [go_program(), "-url", base_url, "-session", SESSION, "-concurrency", str(workers)]
+    return timed_child([*argv, "-wait", f"{CLI_WAIT_S}s"])
 
 
 def timed_child(argv: list[str]) -> tuple[float, float]:

@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 
 from tests.support import system
+from tests.support.golang import CLIENT as GO
+from tests.support.golang import GO_TOOL, go_env
 from tests.support.lossy_proxy import Drop, Intercept, LossyProxy, never
 from tests.support.npm_tools import NODE, NPM
 from tests.support.serving import ROOT, child_env, until
 
 LANGUAGES = ("python", "typescript", "go")
 TYPESCRIPT = ROOT / "clients" / "typescript"
-GO = ROOT / "clients" / "go"
-GO_TOOL = system.Program("go", "golang-go", "LEASEQ_TEST_GO")
 BUILD_TIMEOUT_S = 600.0
 EXIT_TIMEOUT_S = 30.0
 
@@ -51,9 +51,9 @@ def run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[s
     )
 
 
-def run_build(argv: list[str], cwd: Path) -> None:
-    """Run one build step; fail with its output's tail when it fails."""
-    done = run(argv, cwd)
+def run_build(argv: list[str], cwd: Path, **env: str) -> None:
+    """Run one build step (with ``env`` added); fail with its output's tail when it fails."""
+    done = run(argv, cwd, **env)
     assert done.returncode == 0, (
         f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     )
@@ -74,7 +74,8 @@ def build_go(folder: Path) -> list[str]:
         system.unavailable("clients/go is not in this checkout: the Go client is not built yet")
     go = system.need(GO_TOOL)
     binary = folder / "leaseq-conformance"
-    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO)
+    env = go_env(folder / "go")  # the caches test_go.py's commands share
+    run_build([go, "build", "-o", str(binary), "./cmd/leaseq-conformance"], GO, **env)
     return [str(binary)]
 
 

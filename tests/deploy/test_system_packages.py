@@ -1,7 +1,7 @@
-"""Without Chromium or PgBouncer their tests skip with one line, or fail under CI's switch.
+"""Without Chromium, PgBouncer or Go their tests skip with one line, or fail under CI's switch.
 
-Runs pytest in a subprocess on one PgBouncer test and one browser test, with
-``LEASEQ_TEST_PATH`` pointing at an empty folder (a PATH that lacks both
+Runs pytest in a subprocess on one PgBouncer test, one browser test and one Go test, with
+``LEASEQ_TEST_PATH`` pointing at an empty folder (a PATH that lacks the three
 programs, and no sbin fallback), and reads the reasons in its short summary
 (``-rsE``: skips and errors).
 """
@@ -24,6 +24,7 @@ NEEDS_CHROMIUM = (
     "tests/api/test_dashboard_browser.py::"
     "test_the_page_shows_the_autovacuum_warning_when_the_server_says_off"
 )
+NEEDS_GO = "tests/clients/test_go.py::test_the_client_is_gofmt_and_go_vet_clean"
 TIMEOUT_S = 120
 
 
@@ -45,6 +46,7 @@ def pytest_without_programs(
             "no:cacheprovider",
             NEEDS_PGBOUNCER,
             NEEDS_CHROMIUM,
+            NEEDS_GO,
         ],
         cwd=ROOT,
         env=env,
@@ -69,9 +71,10 @@ def test_without_the_programs_their_tests_skip_saying_what_to_install(
     assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
     assert skip_reasons(run.stdout) == [
         "chromium is not installed: apt-get install -y chromium",
+        "go is not installed: apt-get install -y golang-go",
         "pgbouncer is not installed: apt-get install -y pgbouncer",
     ], run.stdout
-    assert "2 skipped" in run.stdout.splitlines()[-1]
+    assert "3 skipped" in run.stdout.splitlines()[-1]
 
 
 def test_with_the_switch_on_a_missing_program_fails_the_test(
@@ -81,10 +84,15 @@ def test_with_the_switch_on_a_missing_program_fails_the_test(
     assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     switch = f"({system.REQUIRE_ENV}=1)"
-    for program in ("chromium", "pgbouncer"):
-        assert f"{program} is not installed: apt-get install -y {program} {switch}" in lines
+    for program, package in (
+        ("chromium", "chromium"),
+        ("pgbouncer", "pgbouncer"),
+        ("go", "golang-go"),
+    ):
+        assert f"{program} is not installed: apt-get install -y {package} {switch}" in lines
     assert {line.split()[1] for line in lines if line.startswith("ERROR ")} == {
         NEEDS_PGBOUNCER,
         NEEDS_CHROMIUM,
+        NEEDS_GO,
     }, run.stdout
-    assert "2 errors" in lines[-1] and "skipped" not in lines[-1], lines[-1]
+    assert "3 errors" in lines[-1] and "skipped" not in lines[-1], lines[-1]

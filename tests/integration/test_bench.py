@@ -16,6 +16,8 @@ from app.store.pool import libpq_url
 from bench import cli, contenders
 from bench.common import SESSION
 from bench.service import RawPoster, RawRestService
+from tests.support import system
+from tests.support.golang import GO_TOOL
 
 
 @pytest.fixture
@@ -169,12 +171,14 @@ def test_the_targets_of_what_users_run_are_reported() -> None:
     assert found["cli-true >= 0.3 x xargs-true at W=4"]["figures"]["ratio"] == 0.27
 
 
-@pytest.mark.parametrize("family", ["sdk", "cli", "xargs"])
+@pytest.mark.parametrize("family", ["sdk", "go", "cli", "xargs"])
 def test_what_users_run_drains_every_lead_once_and_is_measured(
     server_url: str, template_db: str, family: str
 ) -> None:
-    """The SDK's Worker and `leaseq worker -- true` against a real `leaseq serve` (each lead
-    completed once, by the ledger), and xargs beside them."""
+    """The SDK's Worker, the Go client's and `leaseq worker -- true` against a real `leaseq
+    serve` (each lead completed once, by the ledger), and xargs beside them."""
+    if family == "go":
+        system.need(GO_TOOL)
     result = contenders.run_once(contenders.Contender(family, 1), server_url, template_db, 30, 2, 0)
     assert result.leads == 30 and result.drain_per_s > 0 and result.drain_s > 0
     if family == "xargs":
@@ -182,7 +186,7 @@ def test_what_users_run_drains_every_lead_once_and_is_measured(
         return
     assert result.checks == contenders.CHECKED
     assert result.client_cpu_ms_per_lead > 0 and result.service_cpu_ms_per_lead is not None
-    assert (result.exit_s is not None) == (family == "cli")
+    assert (result.exit_s is not None) == (family in ("cli", "go"))
 
 
 def _run(name: str, repeat: int, rate: float) -> contenders.RunResult:

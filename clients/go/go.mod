@@ -1,0 +1,3 @@
+module github.com/leaseq/leaseq/clients/go
+
+go 1.19
