@@ -130,8 +130,9 @@ class LossyProxy:
             self._connections.discard(task)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        up_writer: asyncio.StreamWriter | None = None
         try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
             while (request := await _message(reader)) is not None:
                 if self.intercept is not None:
                     method, path, _ = request[0].split(b" ", 2)
@@ -156,12 +157,17 @@ class LossyProxy:
                     return  # the connection closes, the answer unsent
                 writer.write(b"".join(answer))
                 await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
-            for each in (writer, up_writer):
+            # Both are closed before either is awaited: a cancellation that lands while
+            # the first closes (the proxy leaving as an answer is dropped) must not leave
+            # the second open for the garbage collector to find after the loop is gone.
+            ends = [each for each in (writer, up_writer) if each is not None]
+            for each in ends:
                 each.close()
-                with contextlib.suppress(ConnectionError):
+            for each in ends:
+                with contextlib.suppress(OSError, asyncio.CancelledError):
                     await each.wait_closed()
 
 
