@@ -169,6 +169,7 @@ PARAMETERS: dict[str, Any] = {
     "max_leased_per_key": None,
     "max_runtime_s": None,
     "max_queued": None,
+    "api_token": None,
     "name": "max_queued",
     "value": "10",
     "for_s": 60.0,
