@@ -77,6 +77,12 @@ class Service:
         counts: Counts = self._run(lambda client: client.stats(session))
         return counts
 
+    def report(self, session: str) -> dict[str, Any]:
+        """The ledger's audit of ``session``, as the service sends it."""
+        check_session(session)
+        found: dict[str, Any] = self._run(lambda client: client.report(session))
+        return found
+
     def stats_all(self) -> AllCounts:
         counts: AllCounts = self._run(lambda client: client.stats_all())
         return counts

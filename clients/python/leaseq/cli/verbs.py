@@ -16,6 +16,7 @@ from leaseq.cli.output import EXIT_USAGE, CliError, fail, one_line_errors, out, 
 from leaseq.cli.root import ServiceUrl, Token, app
 from leaseq.cli.service import Service, id_ranges
 from leaseq.model import STATUSES, Counts, Lead, PushResult
+from leaseq.timefmt import rfc3339
 
 COUNT_COLUMNS = (*STATUSES, "pending")
 AGE = "oldest_available_age_s"
@@ -136,12 +137,11 @@ def stats(
             every = service.stats_all()
             rows, total = every.sessions, every.total
     if as_json:
-        counts = {name: {**_counts(c), AGE: c.oldest_available_age_s} for name, c in rows.items()}
+        counts = {name: counts_json(c) for name, c in rows.items()}
         if total is None:
             typer.echo(json.dumps(next(iter(counts.values()))))
         else:
-            whole = {**_counts(total), AGE: total.oldest_available_age_s}
-            typer.echo(json.dumps({"sessions": counts, "total": whole}))
+            typer.echo(json.dumps({"sessions": counts, "total": counts_json(total)}))
         return
     table = Table("session", *COUNT_COLUMNS, "oldest available", box=None, header_style="bold")
     for column in table.columns[1:]:
@@ -211,6 +211,19 @@ def _watch(service: Service, session: str | None, every_s: float) -> None:
                 time.sleep(every_s)
     except KeyboardInterrupt:
         pass
+
+
+def counts_json(counts: Counts) -> dict[str, Any]:
+    """``counts`` as ``GET /stats`` answers them: every field, in the service's order, so a
+    script reads ``leaseq stats --json`` as it would read the service."""
+    paused = counts.paused_until
+    return {
+        **{status: getattr(counts, status) for status in STATUSES},
+        "blocked": counts.blocked,
+        "pending": counts.pending,
+        AGE: counts.oldest_available_age_s,
+        "paused_until": None if paused is None else rfc3339(paused),
+    }
 
 
 def _counts(counts: Counts) -> dict[str, int]:
