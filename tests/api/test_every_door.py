@@ -1,4 +1,4 @@
-"""Every door that stores a lead applies the same checks (revision 0019): a payload the API
+"""Every door that stores a lead applies the same checks (revision 0020): a payload the API
 could not give back is refused by the REST push, by ``leaseq_push()`` in SQL, by a
 schedule's definition and by the table itself, and nothing of it is stored; what each door
 accepts, reads and leases as it was pushed."""

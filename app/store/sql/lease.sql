@@ -1657,7 +1657,7 @@ revoked AS (
           AND (expires_at IS NULL OR expires_at > now()))
 ),
 stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, max_queued, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
@@ -1789,7 +1789,7 @@ revoked AS (
           AND (expires_at IS NULL OR expires_at > now()))
 ),
 stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, max_queued, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
