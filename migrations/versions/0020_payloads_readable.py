@@ -92,8 +92,8 @@ def upgrade() -> None:
     for session, lead_id in found:
         bind.execute(
             sa.text(
-                "UPDATE leads SET payload = jsonb_build_object(:member, payload::text) "
-                "WHERE session = :session AND id = :id"
+                "UPDATE leads SET payload = jsonb_build_object(CAST(:member AS text), "
+                "payload::text) WHERE session = :session AND id = :id"
             ),
             {"member": UNREADABLE, "session": session, "id": lead_id},
         )
