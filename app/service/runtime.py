@@ -86,6 +86,7 @@ class Runtime:
         )
         leasing.listen(listener)
         tokens = Tokens(db, queue.sessions_of, recheck_s=settings.token_recheck_s)
+        leasing.token_live = tokens.live
         listener.on_token_revoked = tokens.changed
         recovery = Recovery(queue)
         outcomes = Outcomes(queue, listener)
