@@ -35,10 +35,12 @@ from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from app.store.statements.dependencies import DEPENDENTS_FUNCTION, DEPENDENTS_TRIGGER
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements.parking import FREES_FUNCTION, FREES_TRIGGER, PARKED
+from app.store.statements.quota import MAX_QUEUED_FUNCTION, MAX_QUEUED_TRIGGER
 from leaseq.limits import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
+    MAX_INTEGER_DIGITS,
     MAX_JSON_DEPTH,
     MAX_KEY_CHARS,
     MAX_RUNTIME_S,
@@ -148,6 +150,8 @@ leads = Table(
     CheckConstraint("max_attempts >= 1", name="leads_max_attempts_positive"),
     CheckConstraint("depth >= 0", name="leads_depth_nonnegative"),
     CheckConstraint("jsonb_typeof(payload) = 'object'", name="leads_payload_object"),
+    # Only what the API can give back, whichever door wrote it (revision 0020).
+    CheckConstraint("leaseq_json_fault(payload) IS NULL", name="leads_payload_readable"),
     # A leased lead has a token and an expiry, and only a leased lead has an expiry. A
     # finished lead keeps the token of the lease that completed it (never shown), so a
     # completion retried with it is recognised (revision 0003); a queued lead has none.
@@ -278,6 +282,9 @@ session_settings = Table(
     Column("paused_until", DateTime(timezone=True), nullable=True),
     Column("max_leased_per_key", Integer, nullable=True),
     Column("max_runtime_s", Integer, nullable=True),
+    # Backpressure (revision 0019): at most this many queued leads once a push commits (the
+    # trigger leads_max_queued); NULL: the service's LEASEQ_MAX_QUEUED (leaseq_config).
+    Column("max_queued", Integer, nullable=True),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="session_settings_session_valid"),
     CheckConstraint("weight > 0", name="session_settings_weight_positive"),
     CheckConstraint("max_leased >= 0", name="session_settings_max_leased_nonnegative"),
@@ -290,7 +297,21 @@ session_settings = Table(
     CheckConstraint(
         f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="session_settings_max_runtime_valid"
     ),
+    CheckConstraint("max_queued >= 1", name="session_settings_max_queued_positive"),
     PrimaryKeyConstraint("session", name="session_settings_pkey"),
+)
+
+# Settings of the service kept in the database (revision 0019), for what runs without an API
+# process: ``max_queued`` (LEASEQ_MAX_QUEUED, written by each API process as it starts) is
+# read by the trigger leads_max_queued, which bounds leaseq_push in a producer's transaction
+# as it bounds the API's push.
+leaseq_config = Table(
+    "leaseq_config",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="leaseq_config_pkey"),
 )
 
 
@@ -451,6 +472,27 @@ schedules = Table(
 )
 
 
+# What the API cannot give back of a JSON value (revision 0020; NULL: nothing): an integer
+# of more than MAX_INTEGER_DIGITS digits (Python reads no longer one), or a number with a
+# fraction beyond a double's range (it would read as infinity, which JSON cannot write).
+# Only the numbers of 1e308 or more in magnitude pass the path's filter, so an ordinary
+# value costs one walk. The REST push refuses both as it parses (app.api.body); the table's
+# check leads_payload_readable and leaseq_push apply it to every other door.
+JSON_FAULT_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION leaseq_json_fault(value jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 'holds ' || CASE WHEN n::text ~ '[.]' THEN 'a number beyond the range of a double'
+                            ELSE 'an integer of more than {MAX_INTEGER_DIGITS} digits' END
+           || ' (' || left(n::text, 20) || '..., ' || length(n::text) || ' characters)'
+    FROM jsonb_path_query(value, 'strict $.** ? (@.type() == "number"
+                                                && (@ >= 1e308 || @ <= -1e308))') AS n
+    WHERE CASE WHEN n::text ~ '[.]'
+               THEN abs(n::text::numeric) >= 2::numeric ^ 1024 - 2::numeric ^ 970
+               ELSE length(ltrim(n::text, '-')) > {MAX_INTEGER_DIGITS} END
+    LIMIT 1
+$$
+"""
+
 # A push of one lead inside the caller's own transaction (revision 0007): what
 # app.domain.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
 # so the lead, its ledger row and its counts commit or roll back with the caller's work.
@@ -493,6 +535,9 @@ BEGIN
                                   '(@.type() == "object" || @.type() == "array")') THEN
         RAISE EXCEPTION 'payload: must not nest arrays and objects deeper than {MAX_JSON_DEPTH}'
             USING ERRCODE = '22023';
+    END IF;
+    IF leaseq_json_fault(payload) IS NOT NULL THEN
+        RAISE EXCEPTION 'payload: %', leaseq_json_fault(payload) USING ERRCODE = '22023';
     END IF;
     IF priority IS NULL THEN
         RAISE EXCEPTION 'priority: must be an integer' USING ERRCODE = '22023';
@@ -549,11 +594,17 @@ $$
 # What metadata.create_all builds besides tables, as the migrations do (tests compare both).
 _function = DDL(COUNT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]  # DDL formats %
 event.listen(metadata, "before_create", _function)
+_json_fault = DDL(JSON_FAULT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "before_create", _json_fault)  # the check of leads reads it
 for _name, _when in TRIGGERS.items():
     _trigger = DDL(CREATE_TRIGGER.format(_name, _when))  # type: ignore[no-untyped-call]
     event.listen(leads, "after_create", _trigger)
 _push = DDL(PUSH_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _push)
+_max_queued = DDL(MAX_QUEUED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _max_queued)
+_max_queued_trigger = DDL(MAX_QUEUED_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _max_queued_trigger)
 _ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _ended)
 _ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]
