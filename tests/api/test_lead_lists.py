@@ -326,3 +326,14 @@ async def test_a_token_lists_and_acts_on_its_own_sessions_only(serve: Serve) -> 
         assert unauthenticated.status_code == 401
         trail = await tokens.audit_trail()
         assert trail[0]["action"] == "cancel-leads" and trail[0]["detail"] == {"changed": 1}
+
+
+async def test_a_blocked_lead_is_cancelled_as_one_by_one_cancel_does(
+    client: httpx.AsyncClient,
+) -> None:
+    [parent] = await push(client, S, 1)
+    [child] = await push(client, S, 1, after=[parent])
+    cancelled = await client.post(f"/sessions/{S}/leads/cancel", json={"filter": {}})
+    assert cancelled.json() == {"changed": 2, "more": False}
+    lead = (await client.get(f"/leads/{child}")).json()
+    assert (lead["status"], lead["error"]) == ("failed", "cancelled")

@@ -282,7 +282,10 @@ locked AS MATERIALIZED (
 cancelled AS (
     UPDATE leads AS l
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     FROM locked
     WHERE l.id = locked.id AND l.session = %(session)s
       AND l.status = ANY(%(statuses)s::text[])
@@ -339,7 +342,10 @@ locked AS MATERIALIZED (
 cancelled AS (
     UPDATE leads AS l
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     FROM locked
     WHERE l.id = locked.id AND l.session = %(session)s
       AND l.status = ANY(%(statuses)s::text[])
@@ -384,7 +390,10 @@ locked AS MATERIALIZED (
 cancelled AS (
     UPDATE leads AS l
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     FROM locked
     WHERE l.id = locked.id AND l.session = %(session)s
       AND l.status = ANY(%(statuses)s::text[])
@@ -437,7 +446,10 @@ locked AS MATERIALIZED (
 cancelled AS (
     UPDATE leads AS l
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     FROM locked
     WHERE l.id = locked.id AND l.session = %(session)s
       AND l.status = ANY(%(statuses)s::text[])

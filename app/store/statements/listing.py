@@ -25,13 +25,11 @@ from datetime import datetime
 from app.store.statements._build import BOTH, statement
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
-    NOW,
     ledger_rows,
-    logged,
     notify,
     qualified,
 )
-from app.store.statements.leads import _requeue_failed
+from app.store.statements.leads import _requeue_failed, cancelled_set
 from app.store.statements.outcomes import ended_notice
 
 
@@ -192,8 +190,7 @@ def _cancel_leads(ledger: bool, by_ids: bool) -> str:
     return f"""{_picked(by_ids)},
 cancelled AS (
     UPDATE leads AS l
-    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = {NOW}, {logged("cancelled")}
+    SET {cancelled_set()}
     FROM locked
     WHERE {_recheck()}
     RETURNING l.*
