@@ -9,11 +9,10 @@ count of what it changed.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import Field, model_validator
+from pydantic import AwareDatetime, Field, field_validator
 
 from app.api.access import Access, Where
 from app.api.front_door import FrontDoorRoute
@@ -22,7 +21,7 @@ from app.api.schemas import Answer, Body, LeadId, LeadOut
 from app.domain import listing
 from app.domain.access import Action, Principal
 from app.service.runtime import Runtime
-from leaseq.limits import MAX_ERROR_CHARS, MAX_KEY_CHARS, MAX_OWNER_CHARS
+from leaseq.limits import MAX_KEY_CHARS, MAX_OWNER_CHARS
 from leaseq.model import Status
 
 router = APIRouter(route_class=FrontDoorRoute, tags=["operators"])
@@ -43,35 +42,49 @@ class LeadPageOut(Answer):
     )
 
 
+# An instant of a filter: RFC 3339 with its offset, parsed from the JSON string (the
+# body is strict otherwise).
+Instant = Annotated[AwareDatetime, Field(strict=False, description=AT)]
+
+
 class LeadFilterIn(Body):
     """Which leads of the session: the list's query fields."""
 
     status: list[Status] | None = Field(None, max_length=8, description="Any of these.")
     key_prefix: str | None = Field(None, max_length=MAX_KEY_CHARS, description=KEY_PREFIX)
     owner: str | None = Field(None, max_length=MAX_OWNER_CHARS, description=OWNER)
-    error: str | None = Field(None, max_length=MAX_ERROR_CHARS, description=ERROR)
-    created_after: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    created_before: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    updated_after: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    updated_before: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    error: str | None = Field(None, max_length=listing.MAX_ERROR_SEARCH_CHARS, description=ERROR)
+    created_after: Instant | None = None
+    created_before: Instant | None = None
+    updated_after: Instant | None = None
+    updated_before: Instant | None = None
 
     def checked(self) -> listing.LeadFilter:
-        return listing.lead_filter(**self.model_dump())
+        return listing.lead_filter(**dict(self))
 
 
-class BulkIn(Body):
-    """`{"ids": [...]}` or `{"filter": {...}}`, one of the two."""
+class ByIds(Body):
+    """These leads."""
 
-    ids: list[LeadId] | None = Field(
-        None, min_length=1, max_length=listing.MAX_IDS, description="These leads."
-    )
-    filter: LeadFilterIn | None = Field(None, description="The leads it selects.")
+    ids: list[LeadId] = Field(min_length=1, max_length=listing.MAX_IDS)
 
-    @model_validator(mode="after")
-    def _one_of_two(self) -> Self:
-        if (self.ids is None) == (self.filter is None):
-            raise ValueError("give ids or filter, one of the two")
-        return self
+    @field_validator("ids", mode="before")
+    @classmethod
+    def _integral_ids(cls, value: Any) -> Any:
+        """5.0 is the integer 5 in JSON, as the body's own fields take it (``Body``)."""
+        if not isinstance(value, list):
+            return value
+        return [int(v) if isinstance(v, float) and v.is_integer() else v for v in value]
+
+
+class ByFilter(Body):
+    """The leads the filter selects."""
+
+    filter: LeadFilterIn
+
+
+# One of the two: each refuses the other's field, so `{}` or both are refused (422).
+BulkIn = ByIds | ByFilter
 
 
 class BulkOut(Answer):
@@ -88,11 +101,13 @@ def _filter_query(
         str | None, Query(max_length=MAX_KEY_CHARS, description=KEY_PREFIX)
     ] = None,
     owner: Annotated[str | None, Query(max_length=MAX_OWNER_CHARS, description=OWNER)] = None,
-    error: Annotated[str | None, Query(max_length=MAX_ERROR_CHARS, description=ERROR)] = None,
-    created_after: Annotated[datetime | None, Query(description=AT)] = None,
-    created_before: Annotated[datetime | None, Query(description=AT)] = None,
-    updated_after: Annotated[datetime | None, Query(description=AT)] = None,
-    updated_before: Annotated[datetime | None, Query(description=AT)] = None,
+    error: Annotated[
+        str | None, Query(max_length=listing.MAX_ERROR_SEARCH_CHARS, description=ERROR)
+    ] = None,
+    created_after: Annotated[AwareDatetime | None, Query(description=AT)] = None,
+    created_before: Annotated[AwareDatetime | None, Query(description=AT)] = None,
+    updated_after: Annotated[AwareDatetime | None, Query(description=AT)] = None,
+    updated_before: Annotated[AwareDatetime | None, Query(description=AT)] = None,
 ) -> listing.LeadFilter:
     fields: dict[str, Any] = dict(locals())
     return listing.lead_filter(**fields)
@@ -130,8 +145,10 @@ async def list_leads(
 async def _act(
     verb: listing.Verb, session: str, body: BulkIn, runtime: Runtime, principal: Principal
 ) -> BulkOut:
-    which = body.filter.checked() if body.filter is not None else None
-    done = await listing.act(runtime.queue, verb, session, ids=body.ids, which=which)
+    if isinstance(body, ByIds):
+        done = await listing.act(runtime.queue, verb, session, ids=body.ids)
+    else:
+        done = await listing.act(runtime.queue, verb, session, which=body.filter.checked())
     await runtime.tokens.audit(
         principal, f"{verb}-leads", session=session, detail={"changed": done.changed}
     )

@@ -30,8 +30,9 @@ from typing import Any, Literal
 from app.domain import validation
 from app.domain.queue import Queue, lead_of
 from app.store import statements as sql
+from leaseq.checks import storable
 from leaseq.errors import InvalidInput
-from leaseq.limits import INT64_MAX, MAX_ERROR_CHARS, MAX_KEY_CHARS, MAX_OWNER_CHARS
+from leaseq.limits import INT64_MAX, MAX_KEY_CHARS, MAX_OWNER_CHARS
 from leaseq.model import STATUSES, Lead, Status
 
 DEFAULT_LIMIT = 50
@@ -49,6 +50,8 @@ APPLIES_TO: Mapping[Verb, tuple[Status, ...]] = {
     "cancel": ("queued", "leased"),
 }
 RANGES = ("created_after", "created_before", "updated_after", "updated_before")
+# The longest error text searched for: a needle, not a haystack (and within a query string).
+MAX_ERROR_SEARCH_CHARS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,8 @@ class LeadFilter:
     created_before: datetime | None = None
     updated_after: datetime | None = None
     updated_before: datetime | None = None
+    # A text field no lead can hold (a NUL character, a lone surrogate): nothing matches.
+    matches_nothing: bool = False
 
     def params(self) -> dict[str, Any]:
         """The statements' filter parameters, the statuses apart."""
@@ -107,7 +112,9 @@ def _instant(field: str, value: Any) -> datetime | None:
 def _text(field: str, value: Any, max_chars: int) -> str | None:
     if value is None or value == "":
         return None
-    return validation.text(field, value, max_chars=max_chars)
+    if not isinstance(value, str) or len(value) > max_chars:
+        raise InvalidInput(field, f"must be a string of at most {max_chars} characters")
+    return value
 
 
 def lead_filter(
@@ -129,11 +136,16 @@ def lead_filter(
             raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}")
         if value not in statuses:
             statuses.append(value)
+    texts = {
+        "key_prefix": _text("key_prefix", key_prefix, MAX_KEY_CHARS),
+        "owner": _text("owner", owner, MAX_OWNER_CHARS),
+        "error": _text("error", error, MAX_ERROR_SEARCH_CHARS),
+    }
+    unstorable = any(text is not None and not storable(text) for text in texts.values())
     found = LeadFilter(
         statuses=tuple(statuses),
-        key_prefix=_text("key_prefix", key_prefix, MAX_KEY_CHARS),
-        owner=_text("owner", owner, MAX_OWNER_CHARS),
-        error=_text("error", error, MAX_ERROR_CHARS),
+        **{name: None if unstorable else text for name, text in texts.items()},
+        matches_nothing=unstorable,
         created_after=_instant("created_after", created_after),
         created_before=_instant("created_before", created_before),
         updated_after=_instant("updated_after", updated_after),
@@ -190,6 +202,8 @@ async def list_leads(
     after = INT64_MAX if newest else 0
     if cursor:
         after = _from_cursor(cursor, digest)
+    if which.matches_nothing:
+        return LeadPage([], None)
     rows = await queue.db.rows(
         sql.list_leads(
             session=session,
@@ -242,7 +256,7 @@ async def act(
     which = which or LeadFilter()
     applies = APPLIES_TO[verb]
     statuses = [s for s in applies if not which.statuses or s in which.statuses]
-    if not statuses:
+    if not statuses or which.matches_nothing:
         return Bulk(0, False)
     size = min(batch, len(chosen)) if chosen is not None else batch
     changed, picked_total, after = 0, 0, 0

@@ -674,9 +674,9 @@ def lead_filter(
     error: str | None,
     *instants: datetime | None,
 ) -> dict[str, Any]:
-    """A filter of a session's leads as the wire names it (docs/contract.md#operators-lists-of-
-    leads): the fields given, ``status`` a list, the four instants (created after and
-    before, updated after and before) in RFC 3339."""
+    """A filter of a session's leads as the wire names it
+    (docs/contract.md#operators-lists-of-leads): the fields given, ``status`` a list, the
+    four instants (created after and before, updated after and before) in RFC 3339."""
     named: dict[str, Any] = {"key_prefix": key_prefix, "owner": owner, "error": error}
     for name, at in zip(_RANGES, instants, strict=True):
         named[name] = None if at is None else rfc3339(at)
