@@ -200,7 +200,7 @@ leads = Table(
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
     # A session's leads of one status in id order: counts by status, the retry of its failed
     # leads, an operator's list of its leads and the bulk verbs, a page at a time (revision
-    # 0020; app.store.statements.listing).
+    # 0022; app.store.statements.listing).
     Index("leads_session_status_id", "session", "status", "id"),
     # The leased leads of a session per key: what a keyed lease counts (revision 0009).
     Index(

@@ -9,9 +9,9 @@ to ``leads`` maintains no more indexes than before. Both are built and dropped
 
 Frozen like every revision: nothing here reads ``app``.
 
-Revision ID: 0020
-Revises: 0019
-Create Date: 2026-12-20
+Revision ID: 0022
+Revises: 0021
+Create Date: 2026-12-22
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0020"
-down_revision: str | None = "0019"
+revision: str = "0022"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
