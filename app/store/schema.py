@@ -198,7 +198,10 @@ leads = Table(
     ),
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
-    Index("leads_session_status", "session", "status"),
+    # A session's leads of one status in id order: counts by status, the retry of its failed
+    # leads, an operator's list of its leads and the bulk verbs, a page at a time (revision
+    # 0022; app.store.statements.listing).
+    Index("leads_session_status_id", "session", "status", "id"),
     # The leased leads of a session per key: what a keyed lease counts (revision 0009).
     Index(
         "leads_leased_keys",

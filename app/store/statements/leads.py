@@ -383,15 +383,21 @@ def sweep(
     """
 
 
+def cancelled_set() -> str:
+    """The SET clause of a cancelled lead (``cancel``, ``cancel_leads``): failed with the
+    error "cancelled", its lease gone, and a blocked lead's wait stopped."""
+    return f"""status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, {NOW})
+                       ELSE available_at END,
+        updated_at = {NOW}, {logged("cancelled")}"""
+
+
 def _cancel(ledger: bool, routed: bool) -> str:
     return f"""
 WITH cancelled AS (
     UPDATE leads
-    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, waiting_on = 0,
-        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, {NOW})
-                       ELSE available_at END,
-        updated_at = {NOW}, {logged("cancelled")}
+    SET {cancelled_set()}
     WHERE id = %(lead_id)s {only_session(routed)} AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}
