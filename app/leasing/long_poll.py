@@ -50,7 +50,7 @@ async def held(
         if leases and request.idempotency_key is None and gone is not None and await gone():
             for lease in leases:  # nobody would receive them
                 with contextlib.suppress(LeaseqError):
-                    await queue.release(lease.lead.id, lease.token)
+                    await queue.release(lease.lead.id, lease.token, unstarted=True)
             return []
         return leases
 
