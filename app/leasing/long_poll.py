@@ -87,4 +87,4 @@ async def given_back(queue: Queue, leases: list[Lease]) -> None:
     """Release leases nobody will receive (their client hung up), at once."""
     for lease in leases:
         with contextlib.suppress(LeaseqError):
-            await queue.release(lease.lead.id, lease.token)
+            await queue.release(lease.lead.id, lease.token, unstarted=True)

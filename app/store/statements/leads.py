@@ -252,7 +252,9 @@ def completed_already(
 
 
 def _release(ledger: bool, routed: bool) -> str:
-    last = f"{LAST_ATTEMPT} AND %(throttle_s)s::float8 IS NULL"
+    # A throttled release, or one of a lead its holder never started, spends no attempt.
+    uncounted = "(%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)"
+    last = f"{LAST_ATTEMPT} AND NOT {uncounted}"
     return f"""
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
@@ -269,7 +271,7 @@ released AS (
         available_at = CASE WHEN {last} THEN l.available_at
                             ELSE {plus_seconds(NOW, "%(delay_s)s::float8")} END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        throttles = l.throttles + CASE WHEN {uncounted} THEN 1 ELSE 0 END,
         updated_at = {NOW}, {logged("released")}
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}
@@ -302,6 +304,7 @@ def release(
     lead_id: int,
     token: str,
     throttle_s: float | None = None,
+    unstarted: bool = False,
     session: str | None = None,
     now: datetime | None,
     ledger: bool,
@@ -318,7 +321,10 @@ def release(
     ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
     attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
     session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
-    all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
+    all in this statement, so only a valid lease pauses its session. ``unstarted``: the
+    holder never started the lead (prefetched, or taken by a long poll whose client left):
+    the lease is not counted against ``max_attempts`` either (``throttles``), so giving
+    back a lead that never ran cannot fail it. ``routed``: the lease is
     of ``session`` (its token's), as in ``renew_many``.
     """
 

@@ -344,12 +344,15 @@ class Endpoints(Generic[_Transport]):
         *,
         error: str | None = None,
         throttle_s: float | None = None,
+        unstarted: bool = False,
     ) -> Exchange[Lead]:
         """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost.
 
         On the lead's last attempt it fails instead, with ``error`` (why) kept.
         ``throttle_s``: a cooldown ("the upstream answered 429"): the whole session pauses
         for that long, and this lease does not count against ``max_attempts``.
+        ``unstarted``: the lead was never started (prefetched): this lease does not count
+        against ``max_attempts``, so giving it back cannot fail it.
         A retry after a lost answer finds the lease gone: LeaseLost, nothing changed.
         """
         body: dict[str, Any] = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
@@ -357,6 +360,8 @@ class Endpoints(Generic[_Transport]):
             body["error"] = error
         if throttle_s is not None:
             body["throttle_s"] = throttle_s
+        if unstarted:
+            body["unstarted"] = True
         return parse_lead((yield Call("POST", "/release", body)).json()["lead"])
 
     # -- operators ---------------------------------------------------------
