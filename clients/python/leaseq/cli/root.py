@@ -42,6 +42,7 @@ ORDER = (
     "tokens",
     "schedules",
     "prune",
+    "docs",
 )
 
 
