@@ -257,6 +257,7 @@ def test_sessions_set_and_show(service: Service) -> None:
         "burst": 20,
         "max_leased_per_key": None,
         "max_runtime_s": None,
+        "max_queued": None,
         "paused_until": None,
         "leased": 0,
         "oldest_available_age_s": one["oldest_available_age_s"],

@@ -60,13 +60,23 @@ def push(
         "--wait",
         help="Then wait for each lead to end, printing its result as a JSON line as it does.",
     ),
+    wait_for_room: float = typer.Option(
+        0.0,
+        "--wait-for-room",
+        min=0.0,
+        metavar="SECONDS",
+        help="A call refused because the session is at its max_queued (429) is sent again "
+        "after the service's Retry-After, for up to SECONDS; 0 (the default) fails at once.",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
     """Push leads from JSON lines, in calls of up to 1,000; every line checked first."""
     service = Service(url, token)
     with one_line_errors():
-        pushed = service.push(session, file, payloads=payloads, stream=stream)
+        pushed = service.push(
+            session, file, payloads=payloads, stream=stream, wait_for_room_s=wait_for_room
+        )
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(pushed)))
     else:
