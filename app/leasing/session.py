@@ -102,6 +102,7 @@ class SessionLeases:
             return Leased()
         call = self._call(session, request)
         db = self.queue.db
+        await db.know_topology()  # its statements name the session on a cluster
         if request.idempotency_key is not None:
             if session not in self._limited:
                 keyed = await self._lease_keyed(session, request, now, call)
@@ -182,6 +183,7 @@ class SessionLeases:
         session turned out limited: the caller leases it then."""
         if not in_scope(request.scope, session) or session in self._limited:
             return None
+        await self.queue.db.know_topology()  # its statements name the session on a cluster
         call = self._call(session, request)
         together = self._together_of(request, call, [item], [result], gated=True)
         took = await self._take(session, now, together)

@@ -97,6 +97,88 @@ def push(
     """
 
 
+# The most rows one ``push_rows`` statement inserts: a push of more is several, in one
+# transaction (a text per power of two up to this, so the texts stay few and short).
+PUSH_ROWS_MAX = 128
+
+
+def _push_rows(rows: int) -> str:
+    # Row k reads position k of each array: one text per count of rows, the same parameters.
+    def at(array: str, cast: str, k: int) -> str:
+        return f"(%({array})s::{cast}[])[{k}]"
+
+    values = ",\n".join(
+        f"""    ({at("ids", "bigint", k)}, %(session)s, {at("priorities", "int", k)},
+     CAST({at("payloads", "text", k)} AS jsonb), {at("keys", "text", k)},
+     {at("depths", "int", k)}, {at("parent_ids", "bigint", k)}, {at("max_attempts", "int", k)},
+     {plus_seconds(NOW, at("delays", "float8", k))}, {at("delays", "float8", k)} > 0, {NOW}, {NOW},
+     {at("concurrency_keys", "text", k)}, {at("max_runtimes", "int", k)},
+     {at("traceparents", "text", k)}, {at("has_dependents", "bool", k)},
+     CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END)"""
+        for k in range(1, rows + 1)
+    )
+    return f"""
+INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                   available_at, scheduled, created_at, updated_at, concurrency_key,
+                   max_runtime_s, traceparent, has_dependents, ledger_event)
+OVERRIDING SYSTEM VALUE
+VALUES
+{values}
+ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id, key, NOT scheduled AS available
+"""
+
+
+# Rendered for one and two rows; the queue builds the counts it needs (powers of two).
+@statement(_push_rows, rows=(1, 2))
+def push_rows(
+    *,
+    session: str,
+    ids: list[int],
+    concurrency_keys: list[str | None],
+    delays: list[float],
+    depths: list[int],
+    has_dependents: list[bool],
+    keys: list[str | None],
+    max_attempts: list[int],
+    max_runtimes: list[int | None],
+    parent_ids: list[int | None],
+    payloads: list[str],
+    priorities: list[int],
+    traceparents: list[str | None],
+    now: datetime | None,
+    ledger_by_row: bool = False,
+    rows: int,
+) -> None:
+    """``push`` on a Citus cluster: ``rows`` leads of one session, with the ids drawn before
+    (``lead_ids``), in one multi-row ``INSERT … VALUES``, which Citus routes to the session's
+    shard (an ``INSERT … SELECT``, as ``push``'s, it runs through the coordinator instead).
+    The ledger's ``pushed`` rows are written on the shard by the row trigger of revision
+    0016 (``ledger_by_row``), and the caller notifies (``pushed_notice``). The caller sorts
+    the rows by key (as ``push`` inserts them) and gives each its id in input order."""
+
+
+def _lead_ids() -> str:
+    return "SELECT nextval('leads_id_seq') AS id FROM generate_series(1, %(n)s) ORDER BY 1"
+
+
+@statement(_lead_ids)
+def lead_ids(*, n: int) -> None:
+    """``n`` new lead ids, ascending: the ids of a push on a cluster (``push_rows``), drawn on
+    the node the service is connected to (its own range of the sequence; no shard is read)."""
+
+
+def _pushed_notice() -> str:
+    payload = "%(session)s || ' ' || %(n)s::text"
+    return f"SELECT {notify(payload)} AS notified"
+
+
+@statement(_pushed_notice)
+def pushed_notice(*, session: str, n: int) -> None:
+    """The notification of ``n`` leads of ``session`` pushed and available now, sent by the
+    node the service is connected to (where ``push``'s own is sent): after ``push_rows``."""
+
+
 def _existing_keys() -> str:
     return "SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[])"
 
@@ -274,7 +356,7 @@ released AS (
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}
     RETURNING l.*
-),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
+){"" if routed else f",{_THROTTLED}"}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN {notify("session || ' 1'")} END AS notified,
@@ -283,7 +365,9 @@ FROM released
 """
 
 
-# A throttled release pauses its lead's session (a row of its own if it had none).
+# A throttled release pauses its lead's session (a row of its own if it had none). Routed
+# (on a cluster) the release leaves it to ``throttle_session`` in its transaction: an
+# ``INSERT … SELECT`` from a CTE is not a router statement.
 _THROTTLED = f"""
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
@@ -319,8 +403,25 @@ def release(
     attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
     session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
     all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
-    of ``session`` (its token's), as in ``renew_many``.
+    of ``session`` (its token's), as in ``renew_many``; the session's pause is then
+    ``throttle_session``, in the same transaction, run when this one released the lease.
     """
+
+
+def _throttle_session() -> str:
+    return f"""
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s, {plus_seconds(NOW, "%(throttle_s)s::float8")}, {NOW})
+ON CONFLICT (session) DO UPDATE
+    SET paused_until = greatest(s.paused_until, excluded.paused_until)
+"""
+
+
+@statement(_throttle_session)
+def throttle_session(*, session: str, throttle_s: float, now: datetime | None) -> None:
+    """Pause ``session`` until now + ``throttle_s``, or later if it already was: a throttled
+    release's pause on a cluster, after the routed ``release`` in its transaction (one
+    insert of one session, routed to its shard)."""
 
 
 def _sweep(ledger: bool, scoped: bool) -> str:
