@@ -161,6 +161,23 @@ class Settings(BaseSettings):
         ),
     )
 
+    max_queued: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "The max_queued of sessions without their own: a push that would leave more of a "
+            "session's leads queued answers 429 quota_exceeded (docs/beyond.md#backpressure); "
+            "unset: no bound. Kept in the database as the service starts, so leaseq_push obeys "
+            "it too."
+        ),
+    )
+    quota_retry_after_s: int = Field(
+        default=5,
+        ge=1,
+        le=3600,
+        description="The Retry-After, in seconds, of a push refused for max_queued.",
+    )
+
     @field_validator("database_url", "listen_database_url")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:

@@ -49,6 +49,7 @@ __all__ = [
     "OUTCOME_WAITERS",
     "POOL",
     "PUSHED",
+    "PUSH_REFUSALS",
     "RELEASES",
     "RENEWALS",
     "REQUEST_LATENCY",
@@ -68,6 +69,13 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 if not os.environ.get(MULTIPROC_ENV):
     ProcessCollector(registry=REGISTRY)  # per process; meaningless summed
 
+PUSH_REFUSALS = Counter(
+    "leaseq_push_refusals",
+    "Pushes refused (429 quota_exceeded) because they would pass the session's max_queued, "
+    "by session (only sessions refused at least once have a series).",
+    ["session"],
+    registry=REGISTRY,
+)
 PUSHED = Counter(
     "leaseq_pushed_leads",
     "Leads pushed (new ones; duplicate keys not counted).",

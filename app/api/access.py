@@ -117,6 +117,8 @@ def scoped_lease(principal: Principal, request: LeaseRequest) -> LeaseRequest:
     token's; limited to the token's sessions when it names none (any session)."""
     named = [request.session] if request.session is not None else list(request.sessions or ())
     sessions_named(principal, named)
+    if principal.key is not None:  # a scoped token: the lease statements re-read it
+        request = replace(request, api_token=principal.key)
     if principal.everywhere:
         return request
     return replace(request, scope=principal.scope)

@@ -255,8 +255,14 @@ async def _domain_error(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, LeaseqError)
     if exc.code == "unavailable":
         return unavailable(exc.detail)
+    if exc.code == "quota_exceeded":
+        wait = getattr(exc, "retry_after_s", None) or RETRY_AFTER_S
+        return problem(429, exc.code, exc.detail, headers={"Retry-After": str(round(wait))})
     if exc.code not in CODES:  # a client-side class raised by the service: a fault
         return await _internal_error(request, exc)
+    if exc.code == "unauthorized":  # a token that ended while its request ran
+        challenge = 'Bearer realm="leaseq", error="invalid_token"'
+        return problem(401, exc.code, exc.detail, headers={"WWW-Authenticate": challenge})
     status = CODES[exc.code].status
     field = getattr(exc, "field", None)
     if field is not None:

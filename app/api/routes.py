@@ -65,7 +65,7 @@ from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
-from leaseq.errors import Forbidden, LeaseLost, NotFound, Unavailable
+from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unavailable
 from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
 from leaseq.model import (
     AllCounts,
@@ -189,14 +189,22 @@ async def push(
     first answer and pushes nothing; the key sent with another request is refused (422).
 
     A `traceparent` header (W3C Trace Context) is stored on every lead without its own; a
-    malformed one is ignored."""
+    malformed one is ignored.
+
+    A push that would leave more of the session's leads queued than its `max_queued` (or
+    the service's `LEASEQ_MAX_QUEUED`) answers 429 `quota_exceeded` with `Retry-After`, and
+    stores none of its leads (docs/beyond.md#backpressure)."""
     leads = [NewLead(**lead.model_dump()) for lead in body.leads]
-    result = await queue.push(
-        session,
-        leads,
-        idempotency_key=idempotency_key,
-        traceparent=validation.header_traceparent(traceparent),
-    )
+    try:
+        result = await queue.push(
+            session,
+            leads,
+            idempotency_key=idempotency_key,
+            traceparent=validation.header_traceparent(traceparent),
+        )
+    except QuotaExceeded:
+        metrics.PUSH_REFUSALS.labels(session).inc()
+        raise
     metrics.PUSHED.inc(result.created)
     return PushOut.model_validate(result)
 

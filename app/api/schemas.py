@@ -635,6 +635,14 @@ class SettingsIn(Body):
     max_runtime_s: MaxRuntimeS | None = Field(
         None, description="The default maximum runtime of its leads; null: none."
     )
+    max_queued: int | None = Field(
+        None,
+        ge=1,
+        le=INT32_MAX,
+        description="At most this many of its leads queued (not leased, not finished): a "
+        "push that would pass it answers 429 quota_exceeded and stores none of its leads; "
+        "null: the service's LEASEQ_MAX_QUEUED (none when unset).",
+    )
 
     @model_validator(mode="after")
     def _burst_needs_rate(self) -> Self:
@@ -650,6 +658,7 @@ class SettingsOut(Answer):
     burst: int | None
     max_leased_per_key: int | None
     max_runtime_s: int | None
+    max_queued: int | None
     paused_until: Timestamp | None = Field(description=PAUSED_UNTIL)
 
     @classmethod

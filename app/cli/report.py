@@ -1,119 +1,117 @@
-"""``leaseq report``: the ledger's audit of a session, read from the database itself.
+"""``leaseq report``: the ledger's audit of a session, from the service or the database itself.
 
 Registered as the ``report`` command of ``leaseq`` (entry point ``leaseq.commands``).
-It reads the database, not the service, so it also audits a ledger whose
-service is gone. Exit status: 0 no broken promise, 1 a broken promise (a
-double completion or an overlapping lease) or a failure, 2 a usage error,
-3 no leaseq database where it looked, 4 nothing to audit: the session has no
-leads (a typo, or all pruned), or has leads but no ledger rows (the service
-runs with ``LEASEQ_LEDGER=false``). An audit of nothing never reads as a
-clean one.
+On a worker's machine, with the service's URL (``--url`` / ``LEASEQ_URL``), it asks
+the service, as the client's verbs do (``leaseq.cli.report``); an operator's
+database (``--database-url`` / ``LEASEQ_DATABASE_URL``, ``--data-dir`` /
+``LEASEQ_DATA_DIR``, or the default embedded one when nothing is named) is read
+directly, so it also audits a ledger whose service is gone. A flag wins over a
+variable; with both kinds of variable set, the database's (an operator's shell).
+Exit status: 0 no broken promise, 1 a broken promise (a double completion or an
+overlapping lease) or a failure, 2 a usage error, 3 no leaseq database where it
+looked, 4 nothing to audit: the session has no leads (a typo, or all pruned), or
+has leads but no ledger rows (the service runs with ``LEASEQ_LEDGER=false``). An
+audit of nothing never reads as a clean one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from app.cli.database import DatabaseUrl, DataDir, opened_queue, settings_of
 from app.config import Settings
-from app.domain.report import COUNTERS, Report, report
-from leaseq.cli.output import (
-    EXIT_FAILURE,
-    EXIT_NOTHING_TO_AUDIT,
-    CliError,
-    err,
-    one_line_errors,
-    out,
-    plural,
-)
+from app.domain.report import report
+from leaseq.cli import report as client_report
+from leaseq.cli.output import EXIT_USAGE, CliError, one_line_errors
+from leaseq.cli.root import Token, service_url
 from leaseq.model import STATUSES
 
 cli = typer.Typer(add_completion=False)
 
-MUST_BE_ZERO = frozenset({"double_completions", "overlapping_leases"})
+
+def _url(value: str | None) -> str | None:
+    return None if value is None else service_url(value)
+
+
+ReportUrl = typer.Option(
+    None,
+    "--url",
+    envvar="LEASEQ_URL",
+    metavar="URL",
+    callback=_url,
+    help="Ask the leaseq service at URL (http:// or https://) instead of reading a database.",
+)
 
 
 @cli.command(
     name="report",
     epilog=(
+        f"{client_report.SERVICE_EXAMPLE}\n\n"
         "The service's embedded PostgreSQL:  leaseq report --session crawl\n\n"
         "Another data folder:  leaseq report --session crawl --data-dir /srv/leaseq/pgdata\n\n"
         "Your own PostgreSQL:  "
         "leaseq report --session crawl --database-url postgresql://app@db/leaseq\n\n"
-        "Exit status: 0 no broken promise; 1 the ledger shows a double completion or an "
-        "overlapping lease (or the report failed); 2 usage error; 3 no leaseq database there; "
-        "4 nothing to audit (the session has no leads, or the ledger has none of them)."
+        "A flag wins over a variable; with LEASEQ_URL and a database variable both set, "
+        "the database is read.\n\n"
+        f"{client_report.EXIT_STATUS}"
     ),
 )
 def audit(
-    session: str = typer.Option(
-        ..., "--session", "-s", metavar="NAME", help="The session to audit."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ctx: typer.Context,
+    session: str = client_report.Session,
+    as_json: bool = client_report.AsJson,
+    url: str | None = ReportUrl,
+    token: str | None = Token,
     database_url: str | None = DatabaseUrl,
     data_dir: Path | None = DataDir,
 ) -> None:
-    """Audit a session from the lead_events ledger (read from the database directly)."""
+    """Audit a session from the lead_events ledger (from the service, or the database)."""
     with one_line_errors():
-        settings = settings_of(database_url=database_url, data_dir=data_dir)
-        found = asyncio.run(_read(settings, session))
-    if as_json:
-        typer.echo(json.dumps(dataclasses.asdict(found)))
-    else:
-        _print(session, found)
-    if found.breached:
-        raise typer.Exit(EXIT_FAILURE)
+        if _from_service(ctx, url):
+            assert url is not None
+            found = client_report.from_service(url, token, session)
+        else:
+            settings = settings_of(database_url=database_url, data_dir=data_dir)
+            found = dataclasses.asdict(asyncio.run(_read(settings, session)))
+    client_report.show(session, found, as_json=as_json)
 
 
-async def _read(settings: Settings, session: str) -> Report:
+def _from_service(ctx: typer.Context, url: str | None) -> bool:
+    """Whether to ask the service: ``--url`` given, or ``LEASEQ_URL`` and no database named.
+
+    Raises CliError (usage) when both a URL and a database are given as flags.
+    """
+    if url is None:
+        return False
+
+    def source(name: str) -> str:
+        """Where the parameter came from: COMMANDLINE, ENVIRONMENT, DEFAULT (click's names;
+        typer carries a click of its own, so its enum is compared by name)."""
+        found = ctx.get_parameter_source(name)
+        return "" if found is None else str(found.name)
+
+    databases = {source("database_url"), source("data_dir")}
+    if source("url") == "COMMANDLINE":
+        if "COMMANDLINE" in databases:
+            raise CliError(
+                "give --url or a database (--database-url, --data-dir), not both", EXIT_USAGE
+            )
+        return True
+    return not databases & {"COMMANDLINE", "ENVIRONMENT"}
+
+
+async def _read(settings: Settings, session: str) -> Any:
     """The session's audit; raises CliError (exit 4) when there is nothing to audit."""
     async with opened_queue(settings) as queue:
         found = await report(queue, session)
         if found.leads == 0:
             counts = await queue.stats(session)
-            leads = sum(getattr(counts, status) for status in STATUSES)
-            if leads == 0:
-                raise CliError(f"session {session!r} has no leads", EXIT_NOTHING_TO_AUDIT)
-            raise CliError(
-                f"session {session!r} has {plural(leads, 'lead')} but no ledger rows "
-                "(does the service run with LEASEQ_LEDGER=false?): nothing to audit",
-                EXIT_NOTHING_TO_AUDIT,
+            raise client_report.nothing_to_audit(
+                session, sum(getattr(counts, status) for status in STATUSES)
             )
         return found
-
-
-def _print(session: str, found: Report) -> None:
-    table = Table("ledger", "count", title=f"session {session}", box=None, header_style="bold")
-    table.columns[1].justify = "right"
-    for name in COUNTERS:
-        value = getattr(found, name)
-        style = "bold red" if name in MUST_BE_ZERO and value else None
-        table.add_row(name.replace("_", " "), str(value), style=style)
-    out.print(table)
-    attempts = Table("leases", "leads", title="attempts per lead", box=None, header_style="bold")
-    for column in attempts.columns:
-        column.justify = "right"
-    for leases, leads in found.attempts_per_lead.items():
-        attempts.add_row(str(leases), str(leads))
-    out.print(attempts)
-    owners = Table(
-        "owner", "leases", "completions", "wasted", title="per owner", box=None, header_style="bold"
-    )
-    for column in owners.columns[1:]:
-        column.justify = "right"
-    for row in found.owners:
-        owners.add_row(
-            escape(row.owner or "-"), str(row.leases), str(row.completions), str(row.wasted)
-        )
-    out.print(owners)
-    if found.breached:
-        err.print("[bold red]the ledger shows a broken promise[/bold red]")
-    else:
-        out.print("no double completion, no overlapping lease")

@@ -127,6 +127,7 @@ class Principal:
     name: str
     role: str | None = None
     pattern: str = ANY_SESSION
+    key: str | None = None  # a scoped token's hash (``digest``), which a lease re-reads
 
     @property
     def full(self) -> bool:

@@ -51,7 +51,7 @@ from app.store import statements
 from app.store.group_commit import Grouper
 from app.store.pool import Connection, Database, Row, execute
 from app.store.statements import Statement
-from leaseq.errors import Conflict, LeaseLost, NotFound, Unavailable
+from leaseq.errors import Conflict, LeaseLost, NotFound, QuotaExceeded, Unavailable
 from leaseq.limits import INT32_MAX, MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_KEY_CHARS
 from leaseq.model import (
     AllCounts,
@@ -218,6 +218,7 @@ def settings_of(row: Mapping[str, Any] | None) -> SessionSettings:
         burst=row["burst"],
         max_leased_per_key=row["max_leased_per_key"],
         max_runtime_s=row["max_runtime_s"],
+        max_queued=row["max_queued"],
         paused_until=row.get("paused_until"),
     )
 
@@ -326,8 +327,15 @@ class Queue:
         default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         group_commit: bool = True,
+        default_max_queued: int | None = None,
+        quota_retry_after_s: int = 5,
     ) -> None:
         self.db = db
+        # Backpressure (docs/beyond.md#backpressure): the max_queued of sessions without their
+        # own, kept in the database by ``keep_config`` for the trigger that enforces it, and
+        # the Retry-After of a refused push.
+        self.default_max_queued = default_max_queued
+        self.quota_retry_after_s = quota_retry_after_s
         self.ledger = ledger
         self.default_ttl_s = default_ttl_s
         self.default_max_attempts = default_max_attempts
@@ -537,26 +545,41 @@ class Queue:
                 )
                 return result
 
-        if idempotency_key is None:
-            return await self.db.run(insert)
-        key = idempotency.check_key(idempotency_key)
-        request = {"session": session, "leads": [named_by_key(lead) for lead in leads]}
+        try:
+            if idempotency_key is None:
+                return await self.db.run(insert)
+            key = idempotency.check_key(idempotency_key)
+            request = {"session": session, "leads": [named_by_key(lead) for lead in leads]}
 
-        async def decode(conn: Connection, answer: Any) -> PushResult:
-            return PushResult(**answer)
+            async def decode(conn: Connection, answer: Any) -> PushResult:
+                return PushResult(**answer)
 
-        return await self.db.run(
-            lambda conn: idempotency.once(
-                conn,
-                "push",
-                key,
-                request,
-                insert,
-                encode=asdict,
-                decode=decode,
-                now=now,
+            return await self.db.run(
+                lambda conn: idempotency.once(
+                    conn,
+                    "push",
+                    key,
+                    request,
+                    insert,
+                    encode=asdict,
+                    decode=decode,
+                    now=now,
+                )
             )
-        )
+        except psycopg.Error as exc:
+            # The trigger leads_max_queued refused it: the statement (and the key's claim,
+            # in the same transaction) rolled back, so a retry is a first try again.
+            if exc.sqlstate != statements.QUOTA_SQLSTATE:
+                raise
+            detail = exc.diag.message_primary or "the push would pass the session's max_queued"
+            raise QuotaExceeded(detail, retry_after_s=self.quota_retry_after_s) from None
+
+    async def keep_config(self) -> None:
+        """Keep the service's settings that the database enforces on its own (the default
+        max_queued, for leaseq_push in a producer's transaction) in ``leaseq_config``; run
+        as the service starts. Several processes: the last to start is the one kept."""
+        value = None if self.default_max_queued is None else str(self.default_max_queued)
+        await self._run(statements.config_put(name="max_queued", value=value))
 
     def _check_new_lead(self, i: int, lead: NewLead) -> str:
         """Validate one lead to push; returns its payload as JSON text."""
@@ -1208,6 +1231,7 @@ class Queue:
             burst=settings.burst,
             max_leased_per_key=settings.max_leased_per_key,
             max_runtime_s=settings.max_runtime_s,
+            max_queued=settings.max_queued,
             now=now,
         )
 

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import psycopg
 from cronsim import CronSim, CronSimError
 
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
@@ -247,6 +248,12 @@ class Schedules:
             )
         except Unavailable as exc:
             log.warning("schedule %s: tick %s left for the next look: %s", row["name"], tick, exc)
+            return None
+        except psycopg.Error as exc:
+            if exc.sqlstate != statements.QUOTA_SQLSTATE:
+                raise
+            # The session is at its max_queued: the tick waits for room, pushed at a later look.
+            log.warning("schedule %s: tick %s waits for room: %s", row["name"], tick, exc)
             return None
         if not advanced:
             return None  # another process moved it on first

@@ -109,7 +109,10 @@ class Tokens:
     async def principal(self, secret: bytes) -> Principal | None:
         """Whom ``secret`` acts as; None when it is no live token (unknown, revoked, expired).
         Raises Unavailable in an outage."""
-        key = access.digest(secret)
+        return await self.by_key(access.digest(secret))
+
+    async def by_key(self, key: str) -> Principal | None:
+        """``principal`` of the token whose hash is ``key``."""
         now = self._clock()
         cached = self._cache.get(key)
         if cached is not None and cached[1] > now:
@@ -121,7 +124,7 @@ class Tokens:
         if not rows:
             return None
         row = rows[0]
-        found = Principal(row["name"], row["role"], row["sessions"])
+        found = Principal(row["name"], row["role"], row["sessions"], key)
         valid_s = row["valid_s"]
         if valid_s is not None and valid_s <= 0:
             return None
@@ -130,6 +133,11 @@ class Tokens:
         if len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)
         return found
+
+    async def live(self, key: str) -> bool:
+        """Whether the token of hash ``key`` is still live (a long poll asks at each wake-up
+        that took nothing: its lease statements took nothing from a revoked token)."""
+        return await self.by_key(key) is not None
 
     def changed(self, key: str | None) -> None:
         """A NOTIFY said the token of hash ``key`` was revoked: forget it now. None: the

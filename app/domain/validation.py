@@ -202,6 +202,8 @@ def session_settings(value: SessionSettings) -> None:
     if value.max_leased_per_key is not None:
         integer("max_leased_per_key", value.max_leased_per_key, low=1, high=INT32_MAX)
     max_runtime(value.max_runtime_s, "max_runtime_s")
+    if value.max_queued is not None:
+        integer("max_queued", value.max_queued, low=1, high=INT32_MAX)
 
 
 # -- flow control (docs/contract.md#flow-control) ---------------------------------------------

@@ -24,7 +24,10 @@ from app.leasing.fleet import Fleet
 from app.leasing.request import LeaseRequest
 from app.leasing.session import SessionLeases
 from app.store.listener import Listener
+from leaseq.errors import Unauthorized
 from leaseq.model import CompleteItem, Lead, Lease
+
+TokenLive = Callable[[str], Awaitable[bool]]
 
 
 class Leasing:
@@ -38,6 +41,9 @@ class Leasing:
         self.sessions = SessionLeases(queue)
         self.fleet = Fleet(self.sessions, clock=clock)
         self.listener: Listener | None = None
+        # Whether a scoped token is still live (``Tokens.live``), asked by a long poll whose
+        # wake-up took nothing; None (no tokens): never asked.
+        self.token_live: TokenLive | None = None
 
     def listen(self, listener: Listener) -> None:
         """Wait on ``listener``'s wake-ups; it tells the fleet of every session with work."""
@@ -66,7 +72,23 @@ class Leasing:
             async def take() -> list[Lease]:
                 return (await self.sessions.lease(one, request, now)).leases
 
-        return await long_poll.held(take, request, self.queue, self.listener, gone)
+        return await long_poll.held(
+            take, request, self.queue, self.listener, gone, self._revoked(request)
+        )
+
+    def _revoked(self, request: LeaseRequest) -> Callable[[], Awaitable[None]] | None:
+        """What a long poll of a scoped token runs at a wake-up that took nothing: raise
+        Unauthorized (401) once the token is revoked or expired. Its lease statements took
+        nothing for it already (they read the token themselves); this says why."""
+        key, live = request.api_token, self.token_live
+        if key is None or live is None:
+            return None
+
+        async def check() -> None:
+            if not await live(key):
+                raise Unauthorized("the token was revoked or expired while the request waited")
+
+        return check
 
     async def complete_and_lease(
         self,

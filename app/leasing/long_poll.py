@@ -39,9 +39,11 @@ async def held(
     queue: Queue,
     listener: Listener | None,
     gone: Gone | None,
+    revoked: Callable[[], Awaitable[None]] | None = None,
 ) -> list[Lease]:
     """``take()`` (one lease attempt for ``request``), again at each wake-up until it takes
-    something or ``request.wait_s`` ends; without a ``listener``, once."""
+    something or ``request.wait_s`` ends; without a ``listener``, once. ``revoked()`` runs
+    after a wake-up that took nothing, and raises when the request's token ended."""
 
     async def attempt() -> list[Lease]:
         leases = await take()
@@ -69,6 +71,8 @@ async def held(
                 if first or loop.time() >= deadline:
                     raise
                 leases = []
+            if not first and not leases and revoked is not None:
+                await revoked()
             first = False
             remaining = deadline - loop.time()
             if leases or remaining <= 0 or listener.closed:

@@ -27,7 +27,9 @@ class LeaseRequest:
     arrives or it ends. With an ``idempotency_key``, the same request again
     gets the leases the first took (those still valid), never new ones.
     ``scope``: the session patterns of a scoped token (``app.domain.access``);
-    nothing outside them is leased. None: every session.
+    nothing outside them is leased. None: every session. ``api_token``: that token's hash,
+    which every lease statement of the request reads (app.store.statements.lease), so a
+    revocation binds a request already in flight.
     """
 
     session: str | None
@@ -38,6 +40,7 @@ class LeaseRequest:
     wait_s: float = 0.0
     idempotency_key: str | None = None
     scope: tuple[str, ...] | None = None
+    api_token: str | None = None
 
     @classmethod
     def checked(

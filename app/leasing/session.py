@@ -39,6 +39,9 @@ from app.store.pool import Connection, execute
 from app.store.statements import PARK_MARGIN, Statement
 from leaseq.model import CompleteItem, Lead, Lease
 
+# What shares a lease statement: a session, the instant (tests), and a scoped token's hash.
+GroupKey = tuple[str, datetime | None, str | None]
+
 
 @dataclass(frozen=True, slots=True)
 class Leased:
@@ -73,8 +76,9 @@ class SessionLeases:
         # Sessions last found limited: their leases go straight to the limited path, whose
         # lock finds out if they still are. A hint that saves a round trip, never a decision.
         self._limited: set[str] = set()
-        # Keyed by session (and instant): one lease statement per session at a time.
-        self._groups: Grouper[tuple[str, datetime | None], Plain, Leased | None] = Grouper(
+        # Keyed by session (and instant, and a scoped token's hash, which a lease statement
+        # checks for all its callers at once): one lease statement per session at a time.
+        self._groups: Grouper[GroupKey, Plain, Leased | None] = Grouper(
             self._lease_group,
             max_size=MAX_GROUP_ITEMS,
             size=lambda call: call.max,
@@ -82,8 +86,8 @@ class SessionLeases:
             enabled=queue.group_commit,
         )
         # Keyed leases and completions with next, by session (and instant): together.py.
-        self._together: Grouper[tuple[str, datetime | None], Together, Took | None] = Grouper(
-            lambda key, calls: take_together(self.queue, *key, calls),
+        self._together: Grouper[GroupKey, Together, Took | None] = Grouper(
+            lambda key, calls: take_together(self.queue, key[0], key[1], calls),
             max_size=MAX_GROUP_ITEMS,
             size=Together.size,
             conflicts=Together.conflicts,
@@ -122,7 +126,7 @@ class SessionLeases:
             )
         if session in self._limited:
             return await db.run(lambda conn: self._lease_one(conn, session, now, call))
-        grouped = await self._groups.submit((session, now), call)
+        grouped = await self._groups.submit((session, now, call.api_token), call)
         if grouped is not None:
             return grouped
         return await db.run(lambda conn: self._lease_limited(conn, session, now, call))
@@ -138,6 +142,7 @@ class SessionLeases:
             now=now,
             ledger=self.queue.ledger_in_statement,
             ledger_by_row=self.queue.ledger_by_row,
+            api_token=call.api_token,
         )
 
     def _ttl(self, request: LeaseRequest) -> float:
@@ -148,7 +153,7 @@ class SessionLeases:
         """``request`` as one caller's lease of ``session``: its ttl and a new token for each
         lead it may take."""
         tokens = [lease_tokens.mint(session) for _ in range(request.max)]
-        return Plain(request.owner, request.max, self._ttl(request), tokens)
+        return Plain(request.owner, request.max, self._ttl(request), tokens, request.api_token)
 
     async def remembered(self, request: LeaseRequest, now: datetime | None) -> list[Lease]:
         """The leases a keyed request's first try took that are still valid; [] when it has
@@ -216,7 +221,7 @@ class SessionLeases:
             return took
 
         return await self.queue.across_shards(
-            lambda: self._together.submit((session, now), call), alone
+            lambda: self._together.submit((session, now, call.call.api_token), call), alone
         )
 
     async def _answered(
@@ -263,14 +268,12 @@ class SessionLeases:
             self._limited.add(session)
         return await self._lease_limited(conn, session, now, call)
 
-    async def _lease_group(
-        self, key: tuple[str, datetime | None], calls: Sequence[Plain]
-    ) -> list[Leased | None]:
+    async def _lease_group(self, key: GroupKey, calls: Sequence[Plain]) -> list[Leased | None]:
         """One lease statement for the callers of one session, each its own leases in its
         turn (``statements.lease_group``; ``lease_next`` for a caller alone). None for every
         caller when the session turned out limited: each then leases through the limited
         path."""
-        session, now = key
+        session, now, api_token = key
         if len(calls) == 1:
             statement = self._lease_next(session, now, calls[0])
         else:
@@ -283,6 +286,7 @@ class SessionLeases:
                 now=now,
                 ledger=self.queue.ledger_in_statement,
                 ledger_by_row=self.queue.ledger_by_row,
+                api_token=api_token,
             )
         rows = await self.queue.db.rows(statement)
         if rows and rows[0]["limited"]:
@@ -313,6 +317,7 @@ class SessionLeases:
                     now=now,
                     ledger=self.queue.ledger_in_statement,
                     ledger_by_row=self.queue.ledger_by_row,
+                    api_token=call.api_token,
                 )
                 rows = await execute(conn, limited)
             else:  # its limits were lifted

@@ -48,6 +48,7 @@ class Plain:
     max: int
     ttl: float
     tokens: list[str]
+    api_token: str | None = None  # a scoped token's hash: its lease stops at its revocation
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +185,7 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
             routed=queue.sharded and lease_tokens.session_of(item.token) == session,
             key=call.key,
             request=call.asked,
+            api_token=lease.api_token,
         )
     if call.items or call.key is None:
         return None
@@ -198,6 +200,7 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
         now=now,
         ledger=queue.ledger_in_statement,
         ledger_by_row=queue.ledger_by_row,
+        api_token=lease.api_token,
     )
 
 
@@ -229,4 +232,5 @@ def _together(
         ledger=queue.ledger_in_statement,
         ledger_by_row=queue.ledger_by_row,
         notify_ended=queue.notify_ended,
+        api_token=calls[0].call.api_token,  # one token per group (its key names it)
     )

@@ -70,6 +70,7 @@ class Recovery:
     async def once(self) -> bool:
         """One attempt; True once recovered (then the autovacuum check runs)."""
         try:
+            await self.queue.keep_config()
             result = await self.queue.sweep_all()
         except Exception as exc:
             log.warning("boot recovery failed (%s); retrying", _why(exc))

@@ -75,6 +75,8 @@ class Runtime:
             default_ttl_s=settings.lease_ttl_s,
             max_payload_bytes=settings.max_payload_bytes,
             group_commit=settings.group_commit,
+            default_max_queued=settings.max_queued,
+            quota_retry_after_s=settings.quota_retry_after_s,
         )
         leasing = Leasing(queue)
         listener = Listener(
@@ -86,6 +88,7 @@ class Runtime:
         )
         leasing.listen(listener)
         tokens = Tokens(db, queue.sessions_of, recheck_s=settings.token_recheck_s)
+        leasing.token_live = tokens.live
         listener.on_token_revoked = tokens.changed
         recovery = Recovery(queue)
         outcomes = Outcomes(queue, listener)

@@ -35,6 +35,7 @@ from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from app.store.statements.dependencies import DEPENDENTS_FUNCTION, DEPENDENTS_TRIGGER
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements.parking import FREES_FUNCTION, FREES_TRIGGER, PARKED
+from app.store.statements.quota import MAX_QUEUED_FUNCTION, MAX_QUEUED_TRIGGER
 from leaseq.limits import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY_KEY_CHARS,
@@ -278,6 +279,9 @@ session_settings = Table(
     Column("paused_until", DateTime(timezone=True), nullable=True),
     Column("max_leased_per_key", Integer, nullable=True),
     Column("max_runtime_s", Integer, nullable=True),
+    # Backpressure (revision 0019): at most this many queued leads once a push commits (the
+    # trigger leads_max_queued); NULL: the service's LEASEQ_MAX_QUEUED (leaseq_config).
+    Column("max_queued", Integer, nullable=True),
     CheckConstraint(f"session ~ '{SESSION_PATTERN}'", name="session_settings_session_valid"),
     CheckConstraint("weight > 0", name="session_settings_weight_positive"),
     CheckConstraint("max_leased >= 0", name="session_settings_max_leased_nonnegative"),
@@ -290,7 +294,21 @@ session_settings = Table(
     CheckConstraint(
         f"max_runtime_s BETWEEN 1 AND {MAX_RUNTIME_S}", name="session_settings_max_runtime_valid"
     ),
+    CheckConstraint("max_queued >= 1", name="session_settings_max_queued_positive"),
     PrimaryKeyConstraint("session", name="session_settings_pkey"),
+)
+
+# Settings of the service kept in the database (revision 0019), for what runs without an API
+# process: ``max_queued`` (LEASEQ_MAX_QUEUED, written by each API process as it starts) is
+# read by the trigger leads_max_queued, which bounds leaseq_push in a producer's transaction
+# as it bounds the API's push.
+leaseq_config = Table(
+    "leaseq_config",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("name", name="leaseq_config_pkey"),
 )
 
 
@@ -554,6 +572,10 @@ for _name, _when in TRIGGERS.items():
     event.listen(leads, "after_create", _trigger)
 _push = DDL(PUSH_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _push)
+_max_queued = DDL(MAX_QUEUED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _max_queued)
+_max_queued_trigger = DDL(MAX_QUEUED_TRIGGER)  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _max_queued_trigger)
 _ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _ended)
 _ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]

@@ -10,7 +10,7 @@ import httpx
 
 from tests.api import shapes
 from tests.api.test_routes import lease_one, push
-from tests.support.in_process import runtime_of
+from tests.support.in_process import runtime_of, waiters
 
 NEXT = {"session": "s", "owner": "w2"}
 
@@ -132,10 +132,10 @@ async def test_complete_batch_with_next_answers_items_then_leases(
 async def test_next_across_sessions_and_with_a_wait(client: httpx.AsyncClient) -> None:
     await push(client, "s", {"payload": {}})
     lease = await lease_one(client, "s")
-    across = {"sessions": ["a", "b"], "owner": "w2", "wait_s": 2}
+    across = {"sessions": ["a", "b"], "owner": "w2", "wait_s": 30}
 
     async def later() -> None:
-        await asyncio.sleep(0.2)
+        await waiters(client, 1)  # the completion is waiting for work in a or b
         await push(client, "b", {"payload": {"late": True}})
 
     pushing = asyncio.create_task(later())

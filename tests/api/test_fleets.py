@@ -27,6 +27,7 @@ SETTINGS = {
     "burst": None,
     "max_leased_per_key": None,
     "max_runtime_s": None,
+    "max_queued": None,
     "paused_until": None,
 }
 

@@ -12,7 +12,12 @@ import pytest
 from tests.api import shapes
 from tests.support.in_process import Serve
 
-FLOW_SETTINGS = {"max_leased_per_key": None, "max_runtime_s": None, "paused_until": None}
+FLOW_SETTINGS = {
+    "max_leased_per_key": None,
+    "max_runtime_s": None,
+    "max_queued": None,
+    "paused_until": None,
+}
 
 
 async def push(client: httpx.AsyncClient, session: str, *leads: dict[str, Any]) -> list[int]:

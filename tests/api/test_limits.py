@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -105,19 +104,18 @@ async def holding(db: Database) -> AsyncIterator[None]:
 async def test_an_exhausted_pool_answers_503_within_the_pool_timeout(serve: Serve) -> None:
     async with serve(pool_size=1, pool_timeout_s=0.5) as client:
         async with holding(runtime_of(client).db):  # the only connection of the pool
-            started = time.monotonic()
+            # Held until the block ends: only the pool's timeout can answer this.
             response = await client.get("/sessions/s/stats")
-            elapsed = time.monotonic() - started
             shapes.problem(response, 503, "unavailable")
-            assert elapsed < 2.0, f"took {elapsed:.2f} s"
         assert (await client.get("/sessions/s/stats")).status_code == 200
 
 
 async def test_an_exhausted_pool_does_not_hold_a_long_poll_forever(serve: Serve) -> None:
     async with serve(pool_size=1, pool_timeout_s=0.5) as client, holding(runtime_of(client).db):
-        started = time.monotonic()
-        response = await client.post("/lease", json={"session": "s", "owner": "w", "wait_s": 20})
-        assert time.monotonic() - started < 2.0
+        # The pool's timeout answers, long before the end of the 30 s wait.
+        async with asyncio.timeout(15):
+            body = {"session": "s", "owner": "w", "wait_s": 30}
+            response = await client.post("/lease", json=body)
         shapes.problem(response, 503, "unavailable")
 
 
@@ -136,6 +134,4 @@ async def test_every_database_call_is_bounded_by_statement_timeout(serve: Serve)
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 async def test_probes_answer_quickly(client: httpx.AsyncClient, path: str) -> None:
-    started = time.monotonic()
     assert (await client.get(path)).status_code == 200
-    assert time.monotonic() - started < 2.0

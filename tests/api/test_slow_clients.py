@@ -26,7 +26,13 @@ from tests.support.http_wire import (
     read_answer,
     trickle_until_answered,
 )
-from tests.support.serving import Service, Services, open_files, waiting_lease
+from tests.support.serving import (
+    Service,
+    Services,
+    long_polls_waiting,
+    open_files,
+    waiting_lease,
+)
 
 pytestmark = pytest.mark.service
 
@@ -200,7 +206,7 @@ def test_live_requests_are_answered_while_2000_connections_trickle_their_bodies(
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # A long poll in progress (its body complete, waiting for work): never dropped.
         waiting = waiting_lease(pool, roomy_service, "later", wait_s=30)
-        time.sleep(0.3)
+        long_polls_waiting(roomy_service, 1)
         tricklers = Tricklers(roomy_service, TRICKLERS)
         clients: list[httpx.Client] = []
         try:

@@ -120,6 +120,7 @@ REFERENCE = (
     "schedule_advance",
     "watch",
     "unwatch",
+    "config_put",
     "forget_stale_watches",
 )
 # A few leads by id, of any session: which session a scoped token's lead is in, and the leads a
@@ -171,6 +172,10 @@ PARAMETERS: dict[str, Any] = {
     "burst": 5,
     "max_leased_per_key": None,
     "max_runtime_s": None,
+    "max_queued": None,
+    "api_token": None,
+    "name": "max_queued",
+    "value": "10",
     "for_s": 60.0,
     "lead_id": 1,
     "n": 1,

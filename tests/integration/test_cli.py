@@ -102,6 +102,38 @@ def test_stats_table(service: Service) -> None:
     assert every["sessions"]["alpha"]["oldest_available_age_s"] >= 0
 
 
+def test_stats_json_carries_every_field_the_service_answers(service: Service) -> None:
+    """``stats --json`` is ``GET /stats`` (and a session's, ``GET /sessions/{s}/stats``):
+    the same fields with the same values, a blocked lead and a pause among them."""
+    with service.client() as http:
+        [first] = http.post("/sessions/alpha/leads", json={"leads": [{"payload": {}}]}).json()[
+            "ids"
+        ]
+        pushed = http.post(
+            "/sessions/alpha/leads", json={"leads": [{"payload": {}, "after": [first]}]}
+        )
+        assert pushed.status_code == 201, pushed.text
+        assert http.post("/sessions/alpha/pause", json={"for_s": 600}).status_code == 200
+        every, one = http.get("/stats").json(), http.get("/sessions/alpha/stats").json()
+
+    shown = leaseq("stats", "--json", "--url", service.url)
+    assert shown.returncode == 0, shown.stderr
+    printed = json.loads(shown.stdout)
+    alpha = printed["sessions"]["alpha"]
+    assert (alpha["blocked"], alpha["queued"]) == (1, 2)
+    assert alpha["paused_until"] == every["sessions"]["alpha"]["paused_until"] is not None
+
+    def without_age(counts: dict[str, object]) -> dict[str, object]:
+        """The counts but their age, a reading of the clock at each request."""
+        return {k: v for k, v in counts.items() if k != "oldest_available_age_s"}
+
+    assert list(alpha) == list(every["sessions"]["alpha"])
+    assert without_age(alpha) == without_age(every["sessions"]["alpha"])
+    assert without_age(printed["total"]) == without_age(every["total"])
+    alone = json.loads(leaseq("stats", "-s", "alpha", "--json", "--url", service.url).stdout)
+    assert without_age(alone) == without_age(one)
+
+
 def test_sweep_requeues_expired_leases(service: Service) -> None:
     leaseq("push", "-s", "s", "--payloads", "--url", service.url, input='{"x": 1}\n')
     with service.client() as http:
@@ -225,6 +257,7 @@ def test_sessions_set_and_show(service: Service) -> None:
         "burst": 20,
         "max_leased_per_key": None,
         "max_runtime_s": None,
+        "max_queued": None,
         "paused_until": None,
         "leased": 0,
         "oldest_available_age_s": one["oldest_available_age_s"],

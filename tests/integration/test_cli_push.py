@@ -24,7 +24,10 @@ from tests.support.serving import ROOT, Service, child_env, leaseq
 pytestmark = pytest.mark.service
 
 MAX_PAYLOAD_BYTES = 4096
-SERVE_ENV = {"LEASEQ_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES)}  # the module's service (conftest)
+SERVE_ENV = {  # the module's service (conftest)
+    "LEASEQ_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES),
+    "LEASEQ_QUOTA_RETRY_AFTER_S": "1",
+}
 NEWCOMER = '{"payload": "https://example.com/page/9", "key": "page-9"}'
 DEADLINE_S = 10.0
 
@@ -230,3 +233,50 @@ def test_a_refusal_of_the_service_names_the_line_and_what_was_pushed(
     assert f"at most {MAX_PAYLOAD_BYTES} bytes" in said
     assert said.endswith("; lines 1-1000 were pushed, nothing from line 1001 on"), said
     assert payload_numbers(db_url, "refused") == list(range(1, 1001))
+
+
+def test_a_push_past_max_queued_fails_clearly_or_waits_for_room(
+    service: Service, tmp_path: Path
+) -> None:
+    """docs/beyond.md#backpressure: without --wait-for-room the refused call stops the push,
+    saying so and how to wait; with it, the call is sent again once there is room."""
+    bound = leaseq("sessions", "set", "bounded", "--max-queued", "1", "--url", service.url)
+    assert bound.returncode == 0 and "max queued 1" in bound.stdout, bound.stderr
+    assert leaseq("push", "-s", "bounded", "--url", service.url, input=numbered(1)).returncode == 0
+    refused = leaseq("push", "-s", "bounded", "--url", service.url, input=numbered(1))
+    assert refused.returncode == 1
+    said = error_line(refused.stderr)
+    assert "429 quota_exceeded" in said and "retry after 1 s" in said
+    assert "--wait-for-room" in said and said.endswith("nothing was pushed")
+
+    lines = tmp_path / "one.jsonl"
+    lines.write_text(numbered(1))
+    command = [sys.executable, "-m", "leaseq.cli", "push", "-s", "bounded", str(lines), "--json"]
+    command += ["--wait-for-room", "600", "--url", service.url]
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    ) as waiting:
+        try:
+            with service.client() as http:
+                deadline = time.monotonic() + 60
+                while refusals(http.get("/metrics").text) < 2:  # the CLI's wait has begun
+                    assert time.monotonic() < deadline, "the waiting push was never refused"
+                    time.sleep(0.05)
+                assert waiting.poll() is None
+                assert http.post("/lease", json={"session": "bounded", "owner": "w"}).is_success
+            out, err = waiting.communicate(timeout=60)
+        finally:
+            waiting.kill()
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["created"] == 1
+
+
+def refusals(scrape: str) -> float:
+    """``leaseq_push_refusals_total`` of session ``bounded`` in a scrape."""
+    found = re.search(r'^leaseq_push_refusals_total\{session="bounded"\} (\S+)$', scrape, re.M)
+    return float(found[1]) if found else 0.0

@@ -20,7 +20,7 @@ from app.store.pool import Database
 from leaseq.cli.output import EXIT_NO_DATABASE, EXIT_NOTHING_TO_AUDIT
 from leaseq.model import NewLead
 from tests.support import T0, at, leasing_of
-from tests.support.serving import leaseq, postgres_running, stop_postgres
+from tests.support.serving import Services, leaseq, postgres_running, stop_postgres
 
 
 async def _clean_run(queue: Queue) -> list[int]:
@@ -166,3 +166,47 @@ def test_db_upgrade_creates_the_embedded_database_and_report_finds_it(data_dir: 
     assert shown.returncode == EXIT_NOTHING_TO_AUDIT, shown.stderr  # found, and empty
     assert one_line(shown.stderr) == "error: session 's' has no leads"
     assert not postgres_running(data_dir)
+
+
+@pytest.mark.service
+async def test_a_workers_machine_asks_the_service(services: Services, database_url: str) -> None:
+    """With only ``LEASEQ_URL`` (or ``--url``), the report is the service's
+    ``GET /sessions/{s}/report``: the same exit statuses as the database path, and the
+    database path still there for a flag."""
+    service = services.start("--token", "s3cret", database_url=database_url)
+    with service.client(headers={"authorization": "Bearer s3cret"}) as http:
+        pushed = http.post("/sessions/s/leads", json={"leads": [{"payload": {"i": 1}}]})
+        [lead_id] = pushed.json()["ids"]
+        [lease] = http.post("/lease", json={"session": "s", "owner": "w1"}).json()["leases"]
+        done = http.post("/complete", json={"lead_id": lead_id, "token": lease["token"]})
+        assert done.status_code == 200, done.text
+        served = http.get("/sessions/s/report").json()
+    worker = {"LEASEQ_URL": service.url, "LEASEQ_TOKEN": "s3cret"}
+
+    as_json = leaseq("report", "-s", "s", "--json", env=worker)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == served
+    assert (served["completions"], served["owners"][0]["owner"]) == (1, "w1")
+
+    shown = leaseq("report", "-s", "s", "--url", service.url, "--token", "s3cret")
+    assert shown.returncode == 0, shown.stderr
+    assert "no double completion, no overlapping lease" in shown.stdout and "w1" in shown.stdout
+
+    typo = leaseq("report", "-s", "typo", env=worker)
+    assert typo.returncode == EXIT_NOTHING_TO_AUDIT, typo
+    assert one_line(typo.stderr) == "error: session 'typo' has no leads"
+
+    refused = leaseq("report", "-s", "s", "--url", service.url)
+    assert refused.returncode == 1 and "401 unauthorized" in one_line(refused.stderr)
+
+    both = leaseq("report", "-s", "s", "--url", service.url, "--database-url", database_url)
+    assert both.returncode == 2 and "not both" in one_line(both.stderr)
+
+    # A database named as a flag wins over LEASEQ_URL; so does its variable.
+    for flag, env in (
+        (["--database-url", database_url], worker),
+        ([], {**worker, "LEASEQ_DATABASE_URL": database_url}),
+    ):
+        read = leaseq("report", "-s", "s", "--json", *flag, env=env)
+        assert read.returncode == 0, read.stderr
+        assert json.loads(read.stdout) == served

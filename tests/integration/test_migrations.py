@@ -18,7 +18,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, create_engine, inspect, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from app.config import Settings
 from app.service.maintenance import schema_revision
@@ -82,7 +82,7 @@ def test_upgrade_builds_exactly_the_table_definitions(
     assert migrate.current(empty_database_url) == migrate.head()
     tables = {"leads", "lead_events", "idempotency_keys", "lead_counts", "session_settings"}
     tables |= {"api_tokens", "operator_actions", "schedules", "lead_waits", "alembic_version"}
-    tables |= {"lead_dependencies", "lead_key_frees"}
+    tables |= {"lead_dependencies", "lead_key_frees", "leaseq_config"}
     assert _tables(sync_engine) == tables
     assert _diff(sync_engine) == []
 
@@ -475,6 +475,31 @@ def test_0018_parks_keys_at_their_cap_and_downgrades_with_no_lead_left_parked(
             text("SELECT scheduled, available_at FROM leads WHERE status = 'queued'")
         ).one()
         assert not queued.scheduled and queued.available_at.year == 2026
+
+
+def test_0019_bounds_a_queue_with_leads_and_downgrades_cleanly(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """0019 adds max_queued, the service's kept settings and the trigger that bounds every
+    insert; a session over its new bound keeps its leads (only pushes are refused)."""
+    migrate.upgrade(empty_database_url, "0018")
+    before = _schema(sync_engine)
+    with sync_engine.begin() as conn:
+        conn.execute(text("INSERT INTO leads (session) SELECT 's' FROM generate_series(1, 3)"))
+    migrate.upgrade(empty_database_url, "0019")
+    with sync_engine.begin() as conn:
+        conn.execute(text("INSERT INTO session_settings (session, max_queued) VALUES ('s', 2)"))
+    with sync_engine.connect() as conn, pytest.raises(DBAPIError) as refused:
+        conn.execute(text("INSERT INTO leads (session) VALUES ('s')"))
+    assert getattr(refused.value.orig, "sqlstate", None) == "LQ429"
+    with sync_engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM leads")).scalar() == 3
+        conn.execute(text("INSERT INTO leaseq_config (name, value) VALUES ('max_queued', '1')"))
+        conn.execute(text("INSERT INTO leads (session) VALUES ('t')"))
+    with sync_engine.connect() as conn, pytest.raises(DBAPIError):
+        conn.execute(text("INSERT INTO leads (session) VALUES ('t')"))
+    migrate.downgrade(empty_database_url, "0018")
+    assert _schema(sync_engine) == before
 
 
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:

@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx
 
+from tests.support import scrapes
+
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0  # the embedded PostgreSQL's first start runs initdb
 STOP_TIMEOUT_S = 20.0
@@ -221,6 +223,18 @@ def waiting_lease(
     """A ``POST /lease`` sent from ``pool`` and waiting up to ``wait_s`` for work in ``session``."""
     body = {"session": session, "owner": "w", "wait_s": wait_s}
     return pool.submit(httpx.post, f"{service.url}/lease", json=body, timeout=wait_s + 30)
+
+
+def long_polls_waiting(service: Service, n: int, timeout_s: float = 15.0) -> None:
+    """Until ``n`` lease requests wait for work in ``service`` (its ``/metrics``): a
+    ``waiting_lease`` sent from another thread has reached the service."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = httpx.get(f"{service.url}/metrics", timeout=10).text
+        if scrapes.value(scrapes.samples(text), "leaseq_long_poll_waiters") >= n:
+            return
+        assert time.monotonic() < deadline, f"{n} long polls never waited in {service.url}"
+        time.sleep(0.05)
 
 
 class Services:

@@ -64,7 +64,7 @@ def test_without_the_server_its_commands_say_so_in_one_line(
 ) -> None:
     monkeypatch.setattr(root, "entry_points", lambda group: [])
     runner = CliRunner()
-    for argv in (["serve"], ["serve", "--port", "9000"], ["db", "upgrade"], ["report", "-s", "s"]):
+    for argv in (["serve"], ["serve", "--port", "9000"], ["db", "upgrade"], ["prune"]):
         result = runner.invoke(root.app, argv)
         assert result.exit_code == 1, result.output
         lines = result.output.strip().splitlines()
@@ -72,6 +72,10 @@ def test_without_the_server_its_commands_say_so_in_one_line(
         assert "pip install leaseq-server" in lines[0]
     listed = runner.invoke(root.app, ["--help"])
     assert "Needs the server" in listed.output and "worker" in listed.output
+    # The report comes from the service alone there, as a worker's machine asks for it.
+    report = runner.invoke(root.app, ["report", "--help"])
+    assert report.exit_code == 0 and "--url" in report.output, report.output
+    assert "--database-url" not in report.output
 
 
 @pytest.mark.parametrize("verb", ["worker", "push", "stats", "sweep"])

@@ -1236,8 +1236,10 @@ FROM swept;
 -- cancel
 --
 -- An operator fails a queued or leased lead; its holder's next renew or complete loses.
--- ``routed``: the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a
--- Citus cluster routes the statement to that session's shard alone.
+-- A lead blocked by dependencies stops waiting (``waiting_on`` 0, its pushed-for time
+-- back), as a lead failed by a parent does: a failed lead waits on nothing. ``routed``:
+-- the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a Citus
+-- cluster routes the statement to that session's shard alone.
 --
 -- parameters: lead_id, now, ledger_by_row, notify_ended, session
 
@@ -1245,7 +1247,10 @@ FROM swept;
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
     RETURNING *
 ),
@@ -1265,7 +1270,10 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
     RETURNING *
 ),
@@ -1285,7 +1293,10 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s AND session = %(session)s AND status IN ('queued', 'leased')
     RETURNING *
 )
@@ -1301,7 +1312,10 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, %(now)s::timestamptz)
+                       ELSE available_at END,
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'cancelled' END
     WHERE id = %(lead_id)s  AND status IN ('queued', 'leased')
     RETURNING *
 )

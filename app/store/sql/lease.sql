@@ -23,11 +23,16 @@
 -- the session's lock. Otherwise each lead leased is a row (``limited`` false),
 -- and nothing leased is one row of NULLs.
 --
--- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row
+-- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row, api_token
 
 -- name: lease_next (ledger=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -37,14 +42,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -90,6 +95,11 @@ ORDER BY priority DESC, id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
     -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
@@ -98,14 +108,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -157,11 +167,16 @@ ORDER BY priority DESC, id;
 -- leased): the caller then waits for that try through the transaction of
 -- ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
 --
--- parameters: session, max, owner, tokens, ttl_s, key, request, now, ledger_by_row
+-- parameters: session, max, owner, tokens, ttl_s, key, request, now, ledger_by_row, api_token
 
 -- name: lease_keyed (ledger=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
 ),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
@@ -174,14 +189,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -238,6 +253,11 @@ ORDER BY priority DESC, id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 known AS (
     SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
 ),
@@ -249,14 +269,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -323,11 +343,16 @@ ORDER BY priority DESC, id;
 -- ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
 -- whole statement runs on that session's shard.
 --
--- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, request
+-- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, request, api_token
 
 -- name: complete_and_lease (ledger=True, keyed=True, routed=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -356,14 +381,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -430,6 +455,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -457,14 +487,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -531,6 +561,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -555,14 +590,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -619,6 +654,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -643,14 +683,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -707,6 +747,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -730,14 +775,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -800,6 +845,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -823,14 +873,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -893,6 +943,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -913,14 +968,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -973,6 +1028,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -993,14 +1053,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1072,11 +1132,16 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- finds its own. A limited session leases nothing here (``limited``: the completions are
 -- done). One PostgreSQL only: on a cluster each caller goes alone, routed.
 --
--- parameters: session, lead_ids, lease_tokens, statuses, results, errors, item_callers, gated, keys, max, tokens, owners, ttls, callers, slot_keys, slot_requests, now, ledger_by_row, notify_ended
+-- parameters: session, lead_ids, lease_tokens, statuses, results, errors, item_callers, gated, keys, max, tokens, owners, ttls, callers, slot_keys, slot_requests, now, ledger_by_row, notify_ended, api_token
 
 -- name: lease_together (ledger=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
 ),
 req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
@@ -1131,14 +1196,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1208,6 +1273,11 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
                          %(results)s::text[], %(errors)s::text[], %(item_callers)s::bigint[])
@@ -1257,14 +1327,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM slots) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1338,11 +1408,16 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- Each ledger row names its lead's owner. A limited session answers one row, ``limited``,
 -- as ``lease_next`` does.
 --
--- parameters: session, max, owners, tokens, ttls, now, ledger_by_row
+-- parameters: session, max, owners, tokens, ttls, now, ledger_by_row, api_token
 
 -- name: lease_group (ledger=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -1352,14 +1427,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1405,6 +1480,11 @@ ORDER BY priority DESC, id;
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
     -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
@@ -1413,14 +1493,14 @@ limited AS (
 ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT %(max)s
     FOR UPDATE SKIP LOCKED
 ),
 due AS (
     SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused)
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1547,15 +1627,20 @@ SELECT max_leased_per_key FROM session_settings WHERE session = %(session)s AND 
 -- ``tokens`` (the bucket before; NULL without a rate) and ``rate_per_s``, so the caller
 -- knows what held the session back and when to try it again.
 --
--- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row
+-- parameters: session, max, owner, tokens, ttl_s, now, ledger_by_row, api_token
 
 -- name: lease_limited (ledger=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, max_queued, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
@@ -1594,7 +1679,7 @@ ready AS (
            OR (SELECT count(*) FROM (
             SELECT FROM leads AS h
             WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
-            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
@@ -1606,7 +1691,7 @@ due AS (
            OR (SELECT count(*) FROM (
             SELECT FROM leads AS h
             WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
-            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED
@@ -1680,8 +1765,13 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > (%(now)s::timestamptz + (statement_timestamp() - transaction_timestamp())
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
+revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 stored AS (
-    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, tokens, refilled_at FROM session_settings WHERE session = %(session)s
+    SELECT CASE WHEN weight IS NOT NULL THEN least(greatest(weight, 1e-06), 1000000.0) END AS weight, max_leased, CASE WHEN rate_per_s IS NOT NULL THEN least(greatest(rate_per_s, 1e-06), 1000000.0) END AS rate_per_s, CASE WHEN burst IS NOT NULL THEN least(greatest(burst, 1), 1000000) END AS burst, max_leased_per_key, max_runtime_s, max_queued, tokens, refilled_at FROM session_settings WHERE session = %(session)s
 ),
 settings AS (
     SELECT max_leased, rate_per_s, max_leased_per_key,
@@ -1720,7 +1810,7 @@ ready AS (
            OR (SELECT count(*) FROM (
             SELECT FROM leads AS h
             WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
-            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY priority DESC, id
     LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
@@ -1732,7 +1822,7 @@ due AS (
            OR (SELECT count(*) FROM (
             SELECT FROM leads AS h
             WHERE h.session = %(session)s AND h.status = 'leased' AND h.concurrency_key = leads.concurrency_key
-            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused)
+            LIMIT (SELECT max_leased_per_key FROM settings)) AS held) < (SELECT max_leased_per_key FROM settings)) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
     ORDER BY available_at
     LIMIT 100
     FOR UPDATE SKIP LOCKED

@@ -6,8 +6,8 @@ binds parameters by hand.
 The statements live by concern: ``lease`` (the lease statements), ``leads`` (a lead's life
 after its lease), ``keys`` (idempotency), ``settings``, ``reads`` (counts and clocks) and
 ``views`` (the report and the dashboard), ``tokens`` (scoped tokens and the audit
-trail), ``schedules``, ``outcomes`` (waiting for a lead's outcome) and ``parking`` (keys at
-their cap), written from
+trail), ``schedules``, ``outcomes`` (waiting for a lead's outcome), ``parking`` (keys at
+their cap) and ``quota`` (backpressure), written from
 ``fragments``. Each text, every variant of it, is rendered whole into ``app/store/sql/``
 (``python -m app.store.render``).
 
@@ -78,6 +78,7 @@ from app.store.statements.outcomes import (
     watched,
 )
 from app.store.statements.parking import PARK_MARGIN, forget_frees, tend_keys, unpark_session
+from app.store.statements.quota import QUOTA_SQLSTATE, config_put
 from app.store.statements.reads import (
     autovacuum,
     db_now,
@@ -144,6 +145,7 @@ __all__ = [
     "OUTCOME_EVENTS",
     "PARK_MARGIN",
     "PUSH_ROWS_MAX",
+    "QUOTA_SQLSTATE",
     "REGISTRY",
     "TOKENS_CHANNEL",
     "WAKE_ALL",
@@ -162,6 +164,7 @@ __all__ = [
     "complete_and_lease",
     "complete_many",
     "completed_already",
+    "config_put",
     "db_now",
     "dependency_targets",
     "dependents",

@@ -183,7 +183,9 @@ LOCKED_NOW = f"""({NOW} + (statement_timestamp() - transaction_timestamp())
         * ({NOW} = transaction_timestamp())::int)"""
 
 
-SETTINGS_COLUMNS = "weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s"
+SETTINGS_COLUMNS = (
+    "weight, max_leased, rate_per_s, burst, max_leased_per_key, max_runtime_s, max_queued"
+)
 
 
 # The longest span of time a statement works with, in seconds (about 31,700 years): any two
@@ -203,7 +205,8 @@ def within(column: str, low: float, high: float) -> str:
 SETTINGS = (
     f"{within('weight', MIN_WEIGHT, MAX_WEIGHT)} AS weight, max_leased, "
     f"{within('rate_per_s', MIN_RATE_PER_S, MAX_RATE_PER_S)} AS rate_per_s, "
-    f"{within('burst', MIN_BURST, MAX_BURST)} AS burst, max_leased_per_key, max_runtime_s"
+    f"{within('burst', MIN_BURST, MAX_BURST)} AS burst, max_leased_per_key, max_runtime_s, "
+    "max_queued"
 )
 
 # -- flow control (docs/contract.md#flow-control) -------------------------------------------

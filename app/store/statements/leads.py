@@ -483,7 +483,10 @@ def _cancel(ledger: bool, routed: bool) -> str:
 WITH cancelled AS (
     UPDATE leads
     SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, updated_at = {NOW}, {logged("cancelled")}
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, {NOW})
+                       ELSE available_at END,
+        updated_at = {NOW}, {logged("cancelled")}
     WHERE id = %(lead_id)s {only_session(routed)} AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}
@@ -503,8 +506,10 @@ def cancel(
     session: str | None = None,
 ) -> None:
     """An operator fails a queued or leased lead; its holder's next renew or complete loses.
-    ``routed``: the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a
-    Citus cluster routes the statement to that session's shard alone."""
+    A lead blocked by dependencies stops waiting (``waiting_on`` 0, its pushed-for time
+    back), as a lead failed by a parent does: a failed lead waits on nothing. ``routed``:
+    the lead is of ``session`` (found by ``lead_sessions_on_nodes``), which on a Citus
+    cluster routes the statement to that session's shard alone."""
 
 
 def _requeue_failed(alias: str) -> str:

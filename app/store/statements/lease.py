@@ -60,6 +60,7 @@ def lease_next(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    api_token: str | None = None,
 ) -> None:
     """Lease up to ``max`` available leads of a session, highest priority then oldest first.
 
@@ -131,6 +132,7 @@ def lease_keyed(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    api_token: str | None = None,
 ) -> None:
     """``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
     in one statement: the lease and the memory of it commit together.
@@ -204,6 +206,7 @@ def complete_and_lease(
     routed: bool = False,
     key: str | None = None,
     request: str | None = None,
+    api_token: str | None = None,
 ) -> None:
     """A completion and, when it completed, the lease of its ``next`` (one session without
     limits), in one statement: the completion's CTE gates the lease's claim, and the ledger
@@ -323,6 +326,7 @@ def lease_together(
     ledger: bool,
     ledger_by_row: bool = False,
     notify_ended: bool = False,
+    api_token: str | None = None,
 ) -> None:
     """The leases of several callers of one session without limits, in one statement (group
     commit), each caller with its own completions first, or none: the completions of
@@ -395,6 +399,7 @@ def lease_group(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    api_token: str | None = None,
 ) -> None:
     """``lease_next`` for several callers of one session at once (group commit).
 
@@ -429,7 +434,8 @@ def _claim_and_lease(
     ``slotted``: lead ``n`` goes to row ``n`` of a CTE ``slots`` of ``before`` (its ``n``,
     ``token``, ``owner`` and ``ttl_s``), and leads beyond its last row are not leased.
 
-    A paused session (``_PAUSED``) claims nothing; a lead leased gets the end of its
+    A paused session (``_PAUSED``) claims nothing, nor does the lease of a scoped token
+    revoked or expired meanwhile (``_REVOKED``); a lead leased gets the end of its
     maximum runtime (``_RUNTIME_S`` after ``clock``), and its lease never lasts past it."""
     owner, ttl = holder
     picked = (
@@ -438,13 +444,13 @@ def _claim_and_lease(
     ORDER BY priority DESC, id
     LIMIT {limit}"""
     )
-    only_if = f"{only_if} {_NOT_PAUSED}"
+    only_if = f"{only_if} {_NOT_PAUSED} {_NOT_REVOKED}"
     ends = plus_seconds(clock, _RUNTIME_S)
     ledger_cte = ledger_rows(
         "leased", "leased", expires_at="lease_expires_at", enabled=ledger, clock=clock
     )
     return f"""
-WITH {_PAUSED.format(clock=clock)}{before}ready AS (
+WITH {_PAUSED.format(clock=clock)}{_REVOKED}{before}ready AS (
     SELECT id, priority, concurrency_key FROM leads
     WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
       AND available_at <= {clock} {only_if}
@@ -502,6 +508,17 @@ _PAUSED = """paused AS (
 ),
 """
 _NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
+# A scoped token's lease (``api_token``: the token's hash; NULL for full access) claims
+# nothing once the token is revoked or expired, read in the statement that leases: so a
+# request that began before (a long poll woken after the revocation, a grouped call) is
+# bound by it as one that begins after is, whatever this process's cache of tokens says.
+_REVOKED = """revoked AS (
+    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+"""
+_NOT_REVOKED = "AND NOT EXISTS (SELECT FROM revoked)"
 # Where the maximum runtime of an attempt leased at ``clock`` ends: the lead's own, else its
 # session's default; NULL (no maximum) when neither is set.
 _RUNTIME_S = """coalesce(l.max_runtime_s, (
@@ -660,6 +677,7 @@ def lease_limited(
     now: datetime | None,
     ledger: bool,
     ledger_by_row: bool = False,
+    api_token: str | None = None,
 ) -> None:
     """``lease_next`` for a session with a cap or a rate, run after ``lock_settings``.
 

@@ -62,11 +62,12 @@ def _settings_put() -> str:
     return f"""
 INSERT INTO session_settings AS s (session, {SETTINGS_COLUMNS}, updated_at)
 VALUES (%(session)s, %(weight)s, %(max_leased)s, %(rate_per_s)s, %(burst)s,
-        %(max_leased_per_key)s, %(max_runtime_s)s, {NOW})
+        %(max_leased_per_key)s, %(max_runtime_s)s, %(max_queued)s, {NOW})
 ON CONFLICT (session) DO UPDATE SET
     weight = excluded.weight, max_leased = excluded.max_leased,
     rate_per_s = excluded.rate_per_s, burst = excluded.burst,
     max_leased_per_key = excluded.max_leased_per_key, max_runtime_s = excluded.max_runtime_s,
+    max_queued = excluded.max_queued,
     tokens = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
                   THEN s.tokens END,
     refilled_at = CASE WHEN excluded.rate_per_s IS NOT NULL AND s.rate_per_s IS NOT NULL
@@ -86,6 +87,7 @@ def settings_put(
     weight: float,
     max_leased_per_key: int | None,
     max_runtime_s: int | None,
+    max_queued: int | None,
     now: datetime | None,
 ) -> None:
     """Store a session's settings. A bucket that keeps a rate keeps its level (a change is no

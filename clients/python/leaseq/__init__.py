@@ -21,6 +21,7 @@ from leaseq.errors import (
     LeaseqError,
     NotFound,
     PayloadTooLarge,
+    QuotaExceeded,
     Unauthorized,
     Unavailable,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "PushResult",
+    "QuotaExceeded",
     "RenewItem",
     "Renewal",
     "RetryPolicy",

@@ -162,6 +162,7 @@ class Endpoints(Generic[_Transport]):
         *,
         idempotency_key: str | None = None,
         traceparent: str | None = None,
+        wait_for_room_s: float = 0.0,
     ) -> Exchange[PushResult]:
         """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000 leads
         and ``max_body_bytes`` each.
@@ -171,6 +172,12 @@ class Endpoints(Generic[_Transport]):
         number after the first, or a fresh one), so its retries push once.
         ``traceparent`` (W3C Trace Context) is sent as the header of each call: stored on
         every lead without one of its own (``NewLead.traceparent``).
+
+        A call that would pass the session's ``max_queued`` stores none of its leads and
+        raises ``QuotaExceeded`` (its ``retry_after_s``: the service's Retry-After), unless
+        ``wait_for_room_s`` > 0: the call is then sent again, with its key, after each
+        Retry-After, until it is taken or that many seconds were waited (then it raises).
+        Calls taken before a refusal stay pushed.
         """
         ids: list[int] = []
         created = duplicates = 0
@@ -181,7 +188,8 @@ class Endpoints(Generic[_Transport]):
             if traceparent is not None:
                 once[TRACEPARENT_HEADER] = traceparent
             path = f"/sessions/{seg(session)}/leads"
-            data = (yield Call("POST", path, {"leads": chunk}, headers=once)).json()
+            call = Call("POST", path, {"leads": chunk}, headers=once, room_s=wait_for_room_s)
+            data = (yield call).json()
             ids.extend(data["ids"])
             created += data["created"]
             duplicates += data["duplicates"]

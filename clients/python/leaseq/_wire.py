@@ -43,6 +43,7 @@ from leaseq.errors import (
     LeaseLost,
     LeaseqError,
     PayloadTooLarge,
+    QuotaExceeded,
     Unauthorized,
     Unavailable,
 )
@@ -113,6 +114,9 @@ class Call:
     headers: Mapping[str, str] | None = None
     timeout_s: float | None = None
     policy: RetryPolicy | None = None
+    # A push that waits for room: answers 429 quota_exceeded are sent again after their
+    # Retry-After, until so many seconds have been waited in all (0: not at all).
+    room_s: float = 0.0
 
 
 # An endpoint's conversation: it yields the calls it sends, is sent each one's
@@ -166,12 +170,19 @@ def steps(
         sent = Call(call.method, call.path, call.body, call.headers, call.timeout_s or timeout_s)
         answer = failure = None
         retry = 0
+        waited_for_room = 0.0
         while answer is None and failure is None:
             outcome = yield sent
             wait_hint: float | None = None
             last = retry + 1 >= call_policy.attempts
             if isinstance(outcome, httpx.Response) and outcome.is_success:
                 answer = outcome
+            elif isinstance(outcome, httpx.Response) and _waits_for_room(
+                outcome, call.room_s - waited_for_room
+            ):
+                room = min(_retry_after(outcome) or 1.0, MAX_RETRY_AFTER_S)
+                waited_for_room += room
+                yield room  # not a retry of a failure: the push is sent as it was, once more
             elif isinstance(outcome, httpx.Response):
                 if outcome.status_code not in RETRY_STATUSES or last:
                     failure = error(outcome)
@@ -194,7 +205,10 @@ def error(response: httpx.Response) -> LeaseqError:
         body = None
     if not isinstance(body, dict):
         body = {"title": response.reason_phrase, "detail": response.text[:500] or None}
-    return error_from_problem(response.status_code, body)
+    exc = error_from_problem(response.status_code, body)
+    if isinstance(exc, QuotaExceeded):
+        exc.retry_after_s = _retry_after(response)
+    return exc
 
 
 def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
@@ -222,6 +236,14 @@ def error_from_problem(status: int, problem: Mapping[str, Any]) -> LeaseqError:
     exc.status = status
     exc.problem = dict(problem)
     return exc
+
+
+def _waits_for_room(response: httpx.Response, left_s: float) -> bool:
+    """Whether a 429 quota_exceeded answer is waited out: its Retry-After (1 s when it says
+    none) fits in the ``left_s`` a push that waits for room has left."""
+    if response.status_code != 429 or left_s <= 0:
+        return False
+    return min(_retry_after(response) or 1.0, MAX_RETRY_AFTER_S) <= left_s
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -324,6 +346,7 @@ def parse_settings(data: Mapping[str, Any]) -> SessionSettings:
         burst=data.get("burst"),
         max_leased_per_key=data.get("max_leased_per_key"),
         max_runtime_s=data.get("max_runtime_s"),
+        max_queued=data.get("max_queued"),
         paused_until=_maybe_time(data.get("paused_until")),
     )
 

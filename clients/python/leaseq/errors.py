@@ -69,6 +69,18 @@ class IncompleteBody(LeaseqError):
     code = "incomplete_body"
 
 
+class QuotaExceeded(LeaseqError):
+    """The push would pass the session's max_queued; none of its leads was stored: retry after retry_after_s."""  # noqa: E501 (the docstring is the message)
+
+    code = "quota_exceeded"
+
+    def __init__(self, detail: str | None = None, *, retry_after_s: float | None = None) -> None:
+        # The seconds the service asked a producer to wait (its Retry-After) before pushing
+        # again; None when it said nothing.
+        self.retry_after_s = retry_after_s
+        super().__init__(detail)
+
+
 class Unavailable(LeaseqError):
     """The database is unavailable; try again shortly."""
 
@@ -114,6 +126,7 @@ BY_CODE: dict[str, type[LeaseqError]] = {
         Conflict,
         Forbidden,
         IncompleteBody,
+        QuotaExceeded,
         Unavailable,
         Unauthorized,
         PayloadTooLarge,

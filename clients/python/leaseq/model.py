@@ -213,7 +213,9 @@ class SessionSettings:
     back entirely); ``rate_per_s`` with ``burst``: a token bucket on the
     leases it is granted (``burst`` None: one second's worth, at least 1).
     ``max_leased_per_key``: at most this many leads of one ``concurrency_key``
-    leased at once; ``max_runtime_s``: the default maximum runtime of its leads.
+    leased at once; ``max_runtime_s``: the default maximum runtime of its leads;
+    ``max_queued``: at most this many of its leads queued (backpressure: a push past it is
+    refused with ``QuotaExceeded``; None: the service's ``LEASEQ_MAX_QUEUED``).
     None is no limit. Each has its range in ``leaseq.limits``.
 
     ``paused_until`` is not a setting but shown with them: no lease of the
@@ -227,6 +229,7 @@ class SessionSettings:
     burst: int | None = None
     max_leased_per_key: int | None = None
     max_runtime_s: int | None = None
+    max_queued: int | None = None
     paused_until: datetime | None = field(default=None, compare=False)
 
     @property

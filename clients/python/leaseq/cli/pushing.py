@@ -71,9 +71,11 @@ async def push(
     describe: Callable[[LeaseqError], str],
     payloads: bool = False,
     stream: bool = False,
+    wait_for_room_s: float = 0.0,
 ) -> PushResult:
     """Push the leads of ``lines``, checked first or streamed. Raises CliError saying what
-    was pushed; ``describe`` words a failed call."""
+    was pushed; ``describe`` words a failed call. A call refused for the session's
+    max_queued waits for room up to ``wait_for_room_s`` (0: fails at once)."""
     progress = Progress()
     try:
         if stream:
@@ -82,7 +84,7 @@ async def push(
             checked = read_all((text for _, text in numbered(lines)), payloads=payloads)
             calls = _checked(batches(checked, client.max_body_bytes))
         async for call in calls:
-            await _push_call(client, session, call, progress, describe)
+            await _push_call(client, session, call, progress, describe, wait_for_room_s)
     except BadLine as exc:
         raise CliError(f"{exc}; {_after(progress, progress.through + 1)}") from None
     return progress.result()
@@ -99,10 +101,12 @@ async def _push_call(
     call: list[Line],
     progress: Progress,
     describe: Callable[[LeaseqError], str],
+    wait_for_room_s: float = 0.0,
 ) -> None:
     """One call (atomic); on failure, a CliError naming its lines and what came before."""
     try:
-        answer = await client.push(session, [line.lead for line in call])
+        leads = [line.lead for line in call]
+        answer = await client.push(session, leads, wait_for_room_s=wait_for_room_s)
     except LeaseqError as exc:
         raise CliError(_refused(describe(exc), exc, call, progress)) from None
     progress.ids.extend(answer.ids)

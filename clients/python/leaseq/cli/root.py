@@ -85,6 +85,11 @@ class Commands(TyperGroup):
             command = typer.main.get_command(plugin)
             command.name = entry_point.name  # a group's Typer need not name itself
             self.add_command(command, entry_point.name)
+        if "report" not in self.commands:
+            # Without the server, the report comes from the service alone.
+            from leaseq.cli import report  # imported here: it imports this module
+
+            self.add_command(typer.main.get_command(report.standalone), "report")
         for name, summary in SERVER_COMMANDS.items():
             if name not in self.commands:
                 self.add_command(_needs_server(name, summary), name)

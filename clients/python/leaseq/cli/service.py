@@ -43,7 +43,13 @@ class Service:
         self.token = token
 
     def push(
-        self, session: str, lines: Iterable[str], *, payloads: bool = False, stream: bool = False
+        self,
+        session: str,
+        lines: Iterable[str],
+        *,
+        payloads: bool = False,
+        stream: bool = False,
+        wait_for_room_s: float = 0.0,
     ) -> PushResult:
         """Push the leads of ``lines`` (JSON lines; see ``leaseq.cli.pushing``)."""
         check_session(session)
@@ -56,6 +62,7 @@ class Service:
                 describe=lambda exc: error_line(exc, self.url),
                 payloads=payloads,
                 stream=stream,
+                wait_for_room_s=wait_for_room_s,
             )
 
         pushed: PushResult = self._run(run)
@@ -69,6 +76,12 @@ class Service:
         check_session(session)
         counts: Counts = self._run(lambda client: client.stats(session))
         return counts
+
+    def report(self, session: str) -> dict[str, Any]:
+        """The ledger's audit of ``session``, as the service sends it."""
+        check_session(session)
+        found: dict[str, Any] = self._run(lambda client: client.report(session))
+        return found
 
     def stats_all(self) -> AllCounts:
         counts: AllCounts = self._run(lambda client: client.stats_all())
@@ -174,6 +187,10 @@ def error_line(exc: LeaseqError, url: str) -> str:
     message = f"{status} {exc.code}: {exc.detail}" if status else f"{exc.code}: {exc.detail}"
     if status == 401:
         message += " (pass --token or set LEASEQ_TOKEN)"
+    retry_after = getattr(exc, "retry_after_s", None)
+    if exc.code == "quota_exceeded":
+        wait = f"retry after {retry_after:g} s, " if retry_after else ""
+        message += f" ({wait}or pass --wait-for-room SECONDS to wait for it)"
     return one_line(message)
 
 

@@ -69,6 +69,7 @@ def changed(
     burst: str | None,
     max_per_key: str | None = None,
     max_runtime: str | None = None,
+    max_queued: str | None = None,
 ) -> SessionSettings:
     """``current`` with the flags given applied (a rate lifted takes its burst along).
 
@@ -89,6 +90,8 @@ def changed(
         update["max_leased_per_key"] = _count("--max-per-key", max_per_key)
     if max_runtime is not None:
         update["max_runtime_s"] = _runtime(max_runtime)
+    if max_queued is not None:
+        update["max_queued"] = _count("--max-queued", max_queued)
     return dataclasses.replace(current, **update)
 
 
@@ -118,6 +121,8 @@ def describe(settings: SessionSettings) -> str:
         line += f", max {settings.max_leased_per_key} per key"
     if settings.max_runtime_s is not None:
         line += f", max runtime {settings.max_runtime_s} s"
+    if settings.max_queued is not None:
+        line += f", max queued {settings.max_queued}"
     if settings.paused_until is not None:
         line += f", paused until {rfc3339(settings.paused_until)}"
     return line
@@ -160,6 +165,12 @@ def set_settings(
         metavar="30m|none",
         help="The default maximum runtime of its leads: no renewal past it.",
     ),
+    max_queued: str | None = typer.Option(
+        None,
+        "--max-queued",
+        metavar="N|none",
+        help="At most N of its leads queued: a push past it is refused (429, Retry-After).",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
@@ -177,6 +188,7 @@ def set_settings(
                 burst=burst,
                 max_per_key=max_per_key,
                 max_runtime=max_runtime,
+                max_queued=max_queued,
             )
         except ValueError as exc:
             fail(str(exc), EXIT_USAGE)

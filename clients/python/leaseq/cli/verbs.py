@@ -16,6 +16,7 @@ from leaseq.cli.output import EXIT_USAGE, CliError, fail, one_line_errors, out, 
 from leaseq.cli.root import ServiceUrl, Token, app
 from leaseq.cli.service import Service, id_ranges
 from leaseq.model import STATUSES, Counts, Lead, PushResult
+from leaseq.timefmt import rfc3339
 
 COUNT_COLUMNS = (*STATUSES, "pending")
 AGE = "oldest_available_age_s"
@@ -59,13 +60,23 @@ def push(
         "--wait",
         help="Then wait for each lead to end, printing its result as a JSON line as it does.",
     ),
+    wait_for_room: float = typer.Option(
+        0.0,
+        "--wait-for-room",
+        min=0.0,
+        metavar="SECONDS",
+        help="A call refused because the session is at its max_queued (429) is sent again "
+        "after the service's Retry-After, for up to SECONDS; 0 (the default) fails at once.",
+    ),
     url: str = ServiceUrl,
     token: str | None = Token,
 ) -> None:
     """Push leads from JSON lines, in calls of up to 1,000; every line checked first."""
     service = Service(url, token)
     with one_line_errors():
-        pushed = service.push(session, file, payloads=payloads, stream=stream)
+        pushed = service.push(
+            session, file, payloads=payloads, stream=stream, wait_for_room_s=wait_for_room
+        )
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(pushed)))
     else:
@@ -126,12 +137,11 @@ def stats(
             every = service.stats_all()
             rows, total = every.sessions, every.total
     if as_json:
-        counts = {name: {**_counts(c), AGE: c.oldest_available_age_s} for name, c in rows.items()}
+        counts = {name: counts_json(c) for name, c in rows.items()}
         if total is None:
             typer.echo(json.dumps(next(iter(counts.values()))))
         else:
-            whole = {**_counts(total), AGE: total.oldest_available_age_s}
-            typer.echo(json.dumps({"sessions": counts, "total": whole}))
+            typer.echo(json.dumps({"sessions": counts, "total": counts_json(total)}))
         return
     table = Table("session", *COUNT_COLUMNS, "oldest available", box=None, header_style="bold")
     for column in table.columns[1:]:
@@ -201,6 +211,19 @@ def _watch(service: Service, session: str | None, every_s: float) -> None:
                 time.sleep(every_s)
     except KeyboardInterrupt:
         pass
+
+
+def counts_json(counts: Counts) -> dict[str, Any]:
+    """``counts`` as ``GET /stats`` answers them: every field, in the service's order, so a
+    script reads ``leaseq stats --json`` as it would read the service."""
+    paused = counts.paused_until
+    return {
+        **{status: getattr(counts, status) for status in STATUSES},
+        "blocked": counts.blocked,
+        "pending": counts.pending,
+        AGE: counts.oldest_available_age_s,
+        "paused_until": None if paused is None else rfc3339(paused),
+    }
 
 
 def _counts(counts: Counts) -> dict[str, int]:
