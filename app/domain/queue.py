@@ -42,6 +42,7 @@ from datetime import datetime
 from itertools import accumulate
 from typing import Any, NamedTuple, TypeVar
 
+import psycopg
 from psycopg.pq import TransactionStatus
 
 from app import metrics
