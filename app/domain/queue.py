@@ -624,7 +624,11 @@ class Queue:
     async def _why_lost(self, lead_id: int, token: str, now: datetime | None) -> LeaseLost:
         """The refusal of a renewal, with its reason when the lease ended at its maximum
         runtime (a read of its own, on the refused path only)."""
-        if await self._run(statements.runtime_ran_out(ids=[lead_id], tokens=[token], now=now)):
+        session = self._route(now, [token]).session
+        ran_out = statements.runtime_ran_out(
+            ids=[lead_id], tokens=[token], now=now, session=session, routed=session is not None
+        )
+        if await self._run(ran_out):
             return LeaseLost("the lead's maximum runtime ended", reason="max_runtime")
         return LeaseLost()
 
@@ -826,6 +830,8 @@ class Queue:
         held = set(rows[0]["busy"]) if skip_locked else set()
         if refused := [i for i in range(len(items)) if i not in done and i not in held]:
             again = statements.completed_already(
+                session=route.session,
+                routed=route.session is not None,
                 ids=[items[i].lead_id for i in refused],
                 tokens=[items[i].token for i in refused],
                 statuses=[items[i].status for i in refused],

@@ -353,6 +353,11 @@ def _encode(leased: Leased) -> Any:
 async def _decode(conn: Connection, answer: Any, now: datetime | None) -> Leased:
     """The leases a key remembers that are still valid."""
     ids, tokens = zip(*answer["leases"], strict=True)
-    held = statements.valid_leases(ids=list(ids), tokens=list(tokens), now=now)
+    # The leases of one key's answer are of one session, which their tokens carry.
+    sessions = {lease_tokens.session_of(token) for token in tokens}
+    session = sessions.pop() if len(sessions) == 1 else None
+    held = statements.valid_leases(
+        ids=list(ids), tokens=list(tokens), now=now, session=session, routed=session is not None
+    )
     rows = await execute(conn, held)
     return Leased([lease_of(row, answer["ttl_s"]) for row in rows])

@@ -278,14 +278,20 @@ SELECT * FROM renewed;
 -- runtime_ran_out
 --
 -- Which of the given leases (lead id, token) ended at their maximum runtime, and are not
--- yet swept: why their renewal was refused.
+-- yet swept: why their renewal was refused. ``routed``: the leases are of ``session``
+-- (their tokens'), as in ``renew_many``.
 --
--- parameters: ids, tokens, now
+-- parameters: ids, tokens, now, session
 
--- name: runtime_ran_out
+-- name: runtime_ran_out (routed=True)
 SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
-  AND l.runtime_ends_at <= %(now)s::timestamptz;
+  AND l.runtime_ends_at <= %(now)s::timestamptz AND l.session = %(session)s;
+
+-- name: runtime_ran_out (routed=False)
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= %(now)s::timestamptz ;
 
 -- ========================================================================================
 -- complete_many
@@ -856,23 +862,38 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- was, and changes nothing. A statement of its own, run after
 -- ``complete_many`` for the items it did not complete: its snapshot sees a
 -- completion that committed while that one waited on the row. ``item`` is
--- the caller's position of each item; ``lean`` returns only it.
+-- the caller's position of each item; ``lean`` returns only it. ``routed``: the leases
+-- are of ``session`` (their tokens'), as in ``complete_many``.
 --
--- parameters: ids, items, statuses, tokens
+-- parameters: ids, items, statuses, tokens, session
 
--- name: completed_already (lean=True)
+-- name: completed_already (lean=True, routed=True)
 SELECT req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') AND l.session = %(session)s;
 
--- name: completed_already (lean=False)
+-- name: completed_already (lean=True, routed=False)
+SELECT req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') ;
+
+-- name: completed_already (lean=False, routed=True)
 SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') AND l.session = %(session)s;
+
+-- name: completed_already (lean=False, routed=False)
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') ;
 
 -- ========================================================================================
 -- release

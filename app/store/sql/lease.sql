@@ -30,7 +30,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -96,7 +96,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -174,7 +174,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -254,7 +254,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -350,7 +350,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -456,7 +456,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -562,7 +562,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -655,7 +655,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -748,7 +748,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -846,7 +846,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -944,7 +944,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1029,7 +1029,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1139,7 +1139,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1274,7 +1274,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1415,7 +1415,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1481,7 +1481,7 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1591,13 +1591,21 @@ FROM promoted;
 -- valid_leases
 --
 -- Those of the given leases (lead id and token) that are still valid, in leasing order.
+-- ``routed``: they are of ``session`` (their tokens'), so on a cluster the read is that
+-- session's shard's alone.
 --
--- parameters: ids, tokens, now
+-- parameters: ids, tokens, now, session
 
--- name: valid_leases
+-- name: valid_leases (routed=True)
 SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
-WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+ORDER BY l.priority DESC, l.id;
+
+-- name: valid_leases (routed=False)
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz 
 ORDER BY l.priority DESC, l.id;
 
 -- ========================================================================================
@@ -1635,7 +1643,7 @@ WITH paused AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1766,7 +1774,7 @@ WITH paused AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),

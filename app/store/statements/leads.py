@@ -237,18 +237,26 @@ def renew_many(
     """
 
 
-def _runtime_ran_out() -> str:
+def _runtime_ran_out(routed: bool) -> str:
     return f"""
 SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
-  AND l.runtime_ends_at <= {NOW}
+  AND l.runtime_ends_at <= {NOW} {only_session(routed, "l.session")}
 """
 
 
-@statement(_runtime_ran_out)
-def runtime_ran_out(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
+@statement(_runtime_ran_out, routed=BOTH)
+def runtime_ran_out(
+    *,
+    ids: list[int],
+    tokens: list[str],
+    now: datetime | None,
+    session: str | None = None,
+    routed: bool = False,
+) -> None:
     """Which of the given leases (lead id, token) ended at their maximum runtime, and are not
-    yet swept: why their renewal was refused."""
+    yet swept: why their renewal was refused. ``routed``: the leases are of ``session``
+    (their tokens'), as in ``renew_many``."""
 
 
 def _complete_many(ledger: bool, lean: bool, skip_locked: bool, routed: bool) -> str:
@@ -308,20 +316,27 @@ def complete_many(
     """
 
 
-def _completed_already(lean: bool) -> str:
+def _completed_already(lean: bool, routed: bool) -> str:
     columns = "req.item" if lean else f"{qualified(LEAD_COLUMNS)}, req.item"
     return f"""
 SELECT {columns}
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN {TERMINAL}
+  AND l.status = req.status AND l.status IN {TERMINAL} {only_session(routed, "l.session")}
 """
 
 
-@statement(_completed_already, lean=BOTH)
+@statement(_completed_already, lean=BOTH, routed=BOTH)
 def completed_already(
-    *, ids: list[int], items: list[int], statuses: list[str], tokens: list[str], lean: bool = False
+    *,
+    ids: list[int],
+    items: list[int],
+    statuses: list[str],
+    tokens: list[str],
+    session: str | None = None,
+    lean: bool = False,
+    routed: bool = False,
 ) -> None:
     """Which of the given items name a lead their very lease already finished with that status.
 
@@ -329,7 +344,8 @@ def completed_already(
     was, and changes nothing. A statement of its own, run after
     ``complete_many`` for the items it did not complete: its snapshot sees a
     completion that committed while that one waited on the row. ``item`` is
-    the caller's position of each item; ``lean`` returns only it.
+    the caller's position of each item; ``lean`` returns only it. ``routed``: the leases
+    are of ``session`` (their tokens'), as in ``complete_many``.
     """
 
 

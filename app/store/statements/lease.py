@@ -512,8 +512,9 @@ _NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
 # nothing once the token is revoked or expired, read in the statement that leases: so a
 # request that began before (a long poll woken after the revocation, a grouped call) is
 # bound by it as one that begins after is, whatever this process's cache of tokens says.
+# (A column of its own: Citus reads a CTE it plans apart back with a column list.)
 _REVOKED = """revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -585,18 +586,27 @@ def promote(
     """
 
 
-def _valid_leases() -> str:
+def _valid_leases(routed: bool) -> str:
     return f"""
 SELECT {qualified(LEAD_COLUMNS)}, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
-WHERE l.id = req.lead_id AND {VALID_LEASE}
+WHERE l.id = req.lead_id AND {VALID_LEASE} {only_session(routed, "l.session")}
 ORDER BY l.priority DESC, l.id
 """
 
 
-@statement(_valid_leases)
-def valid_leases(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
-    """Those of the given leases (lead id and token) that are still valid, in leasing order."""
+@statement(_valid_leases, routed=BOTH)
+def valid_leases(
+    *,
+    ids: list[int],
+    tokens: list[str],
+    now: datetime | None,
+    session: str | None = None,
+    routed: bool = False,
+) -> None:
+    """Those of the given leases (lead id and token) that are still valid, in leasing order.
+    ``routed``: they are of ``session`` (their tokens'), so on a cluster the read is that
+    session's shard's alone."""
 
 
 def _lock_settings() -> str:
