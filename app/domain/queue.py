@@ -856,6 +856,7 @@ class Queue:
         *,
         error: str | None = None,
         throttle_s: float | None = None,
+        unstarted: bool = False,
         now: datetime | None = None,
     ) -> Lead:
         """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
@@ -865,6 +866,9 @@ class Queue:
         ``throttle_s``: a cooldown (docs/contract.md#flow-control): the lead is queued
         whatever its attempt, this lease does not count against ``max_attempts``, and the
         lead's session is paused until now + ``throttle_s`` (or later, if it already was).
+        ``unstarted``: the holder never started the lead (a lead prefetched, given back at
+        a shutdown): this lease does not count against ``max_attempts``, so it cannot fail
+        the lead.
         """
         validation.lead_id(lead_id)
         validation.token(token)
@@ -879,6 +883,7 @@ class Queue:
             delay_s=delay,
             error=error,
             throttle_s=throttle,
+            unstarted=unstarted is True,
             session=route.session,
             now=now,
             ledger=self.ledger_in_statement,

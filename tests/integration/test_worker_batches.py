@@ -135,7 +135,8 @@ async def test_a_prefetched_lead_waits_for_a_slot_and_goes_back_at_once_on_stop(
 ) -> None:
     """One slot: while its handler runs, the next lead is already held (renewed like any
     other) but does not run. Told to stop, the worker gives the prefetched lead back at once,
-    while the running handler still has its grace."""
+    while the running handler still has its grace; never started, it spent no attempt, so
+    on its only attempt it is queued again, not failed."""
     release = asyncio.Event()
     started: list[int] = []
 
@@ -145,7 +146,8 @@ async def test_a_prefetched_lead_waits_for_a_slot_and_goes_back_at_once_on_stop(
         return {}
 
     async with AsyncClient(service.url) as client:
-        ids = (await client.push(session, [NewLead({"n": n}) for n in range(3)])).ids
+        leads = [NewLead({"n": n}, max_attempts=1) for n in range(3)]
+        ids = (await client.push(session, leads)).ids
         worker = Worker(client, session, handler, concurrency=1, ttl_s=30, wait_s=0.5)
         run = asyncio.create_task(worker.run())
         await eventually(lambda: holds(worker.stats.leased == 2 and len(started) == 1))
@@ -163,3 +165,5 @@ async def test_a_prefetched_lead_waits_for_a_slot_and_goes_back_at_once_on_stop(
             stats = await run
     assert (stats.leased, stats.done, stats.released, stats.lost) == (2, 1, 1, 0)
     assert [e for e, _, _ in ledger(db_url, ids[1])] == ["pushed", "leased", "released"]
+    async with AsyncClient(service.url) as client:
+        assert (await client.get(ids[1])).status == "queued"  # max_attempts 1, still queued

@@ -512,9 +512,9 @@ _NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
 # nothing once the token is revoked or expired, read in the statement that leases: so a
 # request that began before (a long poll woken after the revocation, a grouped call) is
 # bound by it as one that begins after is, whatever this process's cache of tokens says.
-# (A column of its own: Citus reads a CTE it plans apart back with a column list.)
 _REVOKED = """revoked AS (
-    SELECT %(api_token)s::text AS hash WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),

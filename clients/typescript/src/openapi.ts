@@ -24,6 +24,10 @@ export interface paths {
          *
          *     A `traceparent` header (W3C Trace Context) is stored on every lead without its own; a
          *     malformed one is ignored.
+         *
+         *     A push that would leave more of the session's leads queued than its `max_queued` (or
+         *     the service's `LEASEQ_MAX_QUEUED`) answers 429 `quota_exceeded` with `Retry-After`, and
+         *     stores none of its leads (docs/beyond.md#backpressure).
          */
         post: operations["push"];
         delete?: never;
@@ -179,6 +183,8 @@ export interface paths {
          *     (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
          *     "the upstream answered 429") the lead is queued whatever its attempt, this lease does
          *     not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
+         *     With `unstarted` (the holder never started the lead: it was prefetched) this lease does
+         *     not count against `max_attempts` either, and nothing pauses.
          *
          *     409 `lease_lost` when the lease is no longer valid.
          */
@@ -1182,6 +1188,11 @@ export interface components {
              * @description A cooldown: the whole session pauses until now + throttle_s (database clock), and this lease does not count against max_attempts.
              */
             throttle_s?: number | null;
+            /**
+             * Unstarted
+             * @description The holder never started the lead (it was prefetched): this lease does not count against max_attempts, so giving it back cannot fail the lead. Default: false.
+             */
+            unstarted?: boolean;
         };
         /** RenewBatchIn */
         RenewBatchIn: {
@@ -1412,6 +1423,11 @@ export interface components {
              * @description The default maximum runtime of its leads; null: none.
              */
             max_runtime_s?: number | null;
+            /**
+             * Max Queued
+             * @description At most this many of its leads queued (not leased, not finished): a push that would pass it answers 429 quota_exceeded and stores none of its leads; null: the service's LEASEQ_MAX_QUEUED (none when unset).
+             */
+            max_queued?: number | null;
         };
         /** SettingsOut */
         SettingsOut: {
@@ -1427,6 +1443,8 @@ export interface components {
             max_leased_per_key: number | null;
             /** Max Runtime S */
             max_runtime_s: number | null;
+            /** Max Queued */
+            max_queued: number | null;
             /**
              * Paused Until
              * @description No lease of the session begins before this instant (database clock); null: not paused. Set by a pause or a throttled release, never by a change of settings.

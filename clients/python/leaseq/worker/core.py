@@ -141,6 +141,7 @@ class WorkerCore:
         self.give_up_s = None if forever else give_up_s
         self.retry_delay = retry_delay
         self.lease_on_complete = lease_on_complete
+        self.release_unstarted = True  # False once the service refuses ``unstarted``
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.stats = WorkerStats(clock=clock)

@@ -179,6 +179,7 @@ class Execution(WorkerCore):
         confirmed = held.confirmed.is_set() or await self._confirmed(held)
         if confirmed and held.reason is None and await self._take_slot(held):
             held.started = self.clock()
+            held.launched = True
             work = self._launch(held.job)
             while not work.done() and held.reason is None:
                 reason = held.due(self.clock(), self.max_runtime_s)

@@ -82,6 +82,7 @@ class Held:
     wake: Callable[[], None] | None = None
     reason: StopReason | None = None
     slot: bool = False  # a handler slot is given to it (else it is prefetched, waiting)
+    launched: bool = False  # its handler was started (else it is given back unstarted)
     queued: bool = False  # in the worker's queue of leads waiting for a handler slot
     settling: bool = False  # the handler is over; complete or release is being sent
     abandoned: bool = False  # the handler did not stop when told: left to its lease's expiry

@@ -74,10 +74,7 @@ class Settling(Completing):
             return
         if ended.outcome is Outcome.SHUTDOWN:
             await self._carry_checkpoint(held)
-            release = lambda: self.client.release(  # noqa: E731
-                lead_id, lease.token, 0.0, error=StopReason.SHUTDOWN.value
-            )
-            if await self._send(held, release):
+            if await self._send(held, self._shutdown_release(held)):
                 self.stats.released += 1
                 self.metrics.released("shutdown")
                 log.info("lead %d: released (shutdown)", lead_id)
@@ -98,6 +95,30 @@ class Settling(Completing):
                         self._finished(status)
                     return
         await self._fail(held, _error_text(ended.error or "failed"))
+
+    def _shutdown_release(self, held: Held) -> Callable[[], Awaitable[Any]]:
+        """The release of a lead at a shutdown. One whose handler never started (prefetched)
+        says so, and its lease spends no attempt: a stop cannot fail a lead that never ran.
+        A service that does not know ``unstarted`` gets the plain release."""
+        lease = held.lease
+        error = StopReason.SHUTDOWN.value
+
+        async def release() -> None:
+            if held.launched or not self.release_unstarted:
+                await self.client.release(lease.lead.id, lease.token, 0.0, error=error)
+                return
+            try:
+                await self.client.release(
+                    lease.lead.id, lease.token, 0.0, error=error, unstarted=True
+                )
+            except InvalidInput as exc:
+                if exc.field not in ("body.unstarted", "unstarted"):
+                    raise
+                log.warning("the service counts every release as an attempt (%s)", exc)
+                self.release_unstarted = False
+                await self.client.release(lease.lead.id, lease.token, 0.0, error=error)
+
+        return release
 
     async def _throttle(self, held: Held, throttle_s: float) -> None:
         """Give the lead back as a throttle: its session pauses for ``throttle_s``."""
