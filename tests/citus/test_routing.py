@@ -70,6 +70,7 @@ EXTRA: dict[str, Any] = {
     "errors": [None],
     "delay_s": 0.0,
     "throttle_s": None,
+    "unstarted": False,
 }
 
 
