@@ -548,6 +548,25 @@ async def test_a_busy_worker_sends_one_request_per_lead(service: FakeService) ->
     assert all(lead.status == "done" for lead in service.leads.values())
 
 
+async def test_one_slot_with_a_lead_prefetched_is_still_one_request_per_lead(
+    service: FakeService,
+) -> None:
+    """The next lead is held while the handler runs; each completion frees its slot as it is
+    answered, so the next one asks for it (``next``) and no lease of its own goes between."""
+    service.push(*({"n": n} for n in range(8)))
+
+    async def handle(job: Job) -> None:
+        return None
+
+    stats = await worker(service, handle, prefetch=None).run()
+    assert stats.done == 8
+    assert service.paths() == ["/lease"] + ["/complete/batch"] * 8 + ["/lease"]
+    [first] = [body for path, body in service.requests if path == "/lease"][:1]
+    assert first["max"] == 2  # the slot and the lead prefetched
+    batches = [body for path, body in service.requests if path == "/complete/batch"]
+    assert [(len(b["items"]), b["next"]["max"]) for b in batches] == [(1, 1)] * 8
+
+
 async def test_without_lease_on_complete_a_lead_is_two_requests(service: FakeService) -> None:
     service.push({"n": 0}, {"n": 1})
     stats = await worker(service, lambda job: None, lease_on_complete=False).run()

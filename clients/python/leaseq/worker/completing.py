@@ -93,7 +93,7 @@ class Completing(WorkerCore):
         counting as free those of the completions in flight (this batch's among them)."""
         if not self.lease_on_complete or self.stopping:
             return 0
-        free = self.capacity - len(self._runners) - self._reserved + self._sending
+        free = self.capacity - len(self._held) - self._reserved + self._sending
         return max(0, min(free, MAX_LEASE_BATCH))
 
     async def _send_batch(self, batch: list[Completion]) -> None:
@@ -117,9 +117,13 @@ class Completing(WorkerCore):
         for c, answer in zip(batch, results, strict=True):
             if not answer.ok:
                 self._lost(c.held, f"its completion found the lease lost ({answer.code})")
+            # No longer held from now on, not once its task ends: the next completion's
+            # ``next`` and the lease loop count its slot free at once (with those taken).
+            self._held.pop(c.held.lease.token, None)
             c.answer.set_result(answer.ok)
         for new in taken:
             self._start(new, sent=sent, received=received)
+        self._slot_freed.set()
 
     async def _exchange(
         self, batch: list[Completion], free: int

@@ -40,7 +40,7 @@ class Leasing(WorkerCore):
         failing_since: float | None = None
         failures = 0
         while not self.stopping:
-            free = min(self.capacity - len(self._runners) - self._reserved, MAX_LEASE_BATCH)
+            free = min(self.capacity - len(self._held) - self._reserved, MAX_LEASE_BATCH)
             if free <= 0:
                 self._slot_freed.clear()
                 await _first(self._slot_freed.wait(), self._stop_event.wait())
