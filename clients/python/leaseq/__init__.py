@@ -25,6 +25,7 @@ from leaseq.errors import (
     Unauthorized,
     Unavailable,
 )
+from leaseq.fences import Fence, FenceInvalid, sign_fence, verify_fence
 from leaseq.model import (
     AllCounts,
     ApiToken,
@@ -39,6 +40,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Scaling,
     Schedule,
     SessionSettings,
     Status,
@@ -73,6 +75,8 @@ __all__ = [
     "CompleteItem",
     "Conflict",
     "Counts",
+    "Fence",
+    "FenceInvalid",
     "FinalStatus",
     "Forbidden",
     "HandlerCancelled",
@@ -93,6 +97,7 @@ __all__ = [
     "RenewItem",
     "Renewal",
     "RetryPolicy",
+    "Scaling",
     "Schedule",
     "SessionSettings",
     "Status",
@@ -106,4 +111,6 @@ __all__ = [
     "__version__",
     "push_in",
     "run_worker",
+    "sign_fence",
+    "verify_fence",
 ]
