@@ -9,7 +9,10 @@ these fixtures, so no database starts for them.
 
 Tests marked ``slow`` (the long runs: fuzzing, the API suite through
 PgBouncer, chaos, the state machine) are left out unless ``--run-slow`` is
-given; CI gives it.
+given; CI gives it. A run given no paths (``python -m pytest``, the README's
+command) takes the tiers of ``DEFAULT_TIERS`` alone, what a change most often
+breaks, in minutes (docs/testing.md); a tier named on the command line
+(``python -m pytest tests/deploy``) runs, and ``--run-slow`` runs every tier.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ from tests.support.worker_support import fresh_database
 RUN_SLOW = "--run-slow"
 CITUS_ENV = "LEASEQ_TEST_CITUS"  # "1": every test's database is on a Citus cluster
 _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
+# The tiers of a run given no paths. The others (deploy: processes, PgBouncer, the deployment
+# files; citus: a cluster; clients: Node and Go; chaos) run with --run-slow, as CI runs them,
+# or when named.
+DEFAULT_TIERS = ("unit", "integration", "api")
+_tiers_left_out = pytest.StashKey[dict[str, int]]()  # tier -> its tests this run left out
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,14 +62,33 @@ def _slow_included(config: pytest.Config) -> bool:
     return bool(config.getoption(RUN_SLOW)) or "slow" in (config.option.markexpr or "")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    if _slow_included(config):
-        return "slow tests: included"
-    return f"slow tests: left out (add {RUN_SLOW} to run them too)"
+def _default_tiers_only(config: pytest.Config) -> bool:
+    """A run given no paths (pytest took ``testpaths``) and no --run-slow."""
+    return not _slow_included(config) and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [
+        "slow tests: included"
+        if _slow_included(config)
+        else f"slow tests: left out (add {RUN_SLOW} to run them too)"
+    ]
+    if _default_tiers_only(config):
+        lines.append(
+            f"tiers: {', '.join(DEFAULT_TIERS)} (name another, or add {RUN_SLOW} for every tier)"
+        )
+    return lines
+
+
+def _tier(item: pytest.Item) -> str:
+    """The folder under tests/ that holds the test."""
+    parts = item.path.relative_to(item.config.rootpath / "tests").parts
+    return parts[0] if len(parts) > 1 else ""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without --run-slow, deselect the tests marked slow (the summary counts them)."""
+    """Without --run-slow, deselect the tests marked slow, and in a run given no paths those
+    outside ``DEFAULT_TIERS`` (the summary counts both)."""
     if _slow_included(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
@@ -69,6 +96,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
         config.stash[_left_out] = len(slow)
+    if _default_tiers_only(config):
+        other = [item for item in items if _tier(item) not in DEFAULT_TIERS]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if _tier(item) in DEFAULT_TIERS]
+            tiers: dict[str, int] = {}
+            for item in other:
+                tiers[_tier(item)] = tiers.get(_tier(item), 0) + 1
+            config.stash[_tiers_left_out] = tiers
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -77,6 +113,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"{left_out} slow test{'s' * (left_out != 1)} left out (deselected): "
             f"python -m pytest {RUN_SLOW} runs them"
+        )
+    tiers = terminalreporter.config.stash.get(_tiers_left_out, {})
+    if tiers:
+        counted = ", ".join(f"{tier} {n}" for tier, n in sorted(tiers.items()))
+        terminalreporter.write_line(
+            f"{sum(tiers.values())} tests of other tiers left out (deselected: {counted}): "
+            f"python -m pytest {RUN_SLOW} runs every tier, python -m pytest tests/<tier> one"
         )
 
 

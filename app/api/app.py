@@ -31,7 +31,16 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from app import __version__
-from app.api import access, openapi, problems, route_index, routes, token_routes, tracing
+from app.api import (
+    access,
+    lead_list_routes,
+    openapi,
+    problems,
+    route_index,
+    routes,
+    token_routes,
+    tracing,
+)
 from app.api.auth import BearerAuth
 from app.api.hosts import AllowedHosts
 from app.api.middleware import BodyLimit, JsonBodies, RequestMetrics
@@ -73,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     problems.install(app)
     tokens = settings.token_list
     app.include_router(routes.router)
+    app.include_router(lead_list_routes.router)
     app.include_router(token_routes.router)
     app.include_router(routes.probes)
     access.check_declared(app.routes)  # every route has a role and a scope

@@ -413,12 +413,19 @@ async def release(body: ReleaseIn, runtime: RuntimeDep, principal: Leasing) -> L
     (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
     "the upstream answered 429") the lead is queued whatever its attempt, this lease does
     not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
+    With `unstarted` (the holder never started the lead: it was prefetched) this lease does
+    not count against `max_attempts` either, and nothing pauses.
 
     409 `lease_lost` when the lease is no longer valid."""
     await access.changes_leads(principal, runtime.tokens, [body.lead_id])
     with counting_lost("release"):
         lead = await runtime.queue.release(
-            body.lead_id, body.token, body.delay_s, error=body.error, throttle_s=body.throttle_s
+            body.lead_id,
+            body.token,
+            body.delay_s,
+            error=body.error,
+            throttle_s=body.throttle_s,
+            unstarted=body.unstarted,
         )
     metrics.RELEASES.inc()
     return LeadAnswer.of(lead)

@@ -326,6 +326,11 @@ class ReleaseIn(Body):
         description="A cooldown: the whole session pauses until now + throttle_s (database "
         "clock), and this lease does not count against max_attempts.",
     )
+    unstarted: bool = Field(
+        False,
+        description="The holder never started the lead (it was prefetched): this lease does "
+        "not count against max_attempts, so giving it back cannot fail the lead.",
+    )
 
 
 class PauseIn(Body):

@@ -788,6 +788,7 @@ class Queue:
         *,
         error: str | None = None,
         throttle_s: float | None = None,
+        unstarted: bool = False,
         now: datetime | None = None,
     ) -> Lead:
         """Give a valid lease back: the lead is queued again after ``delay_s``. Raises LeaseLost.
@@ -797,6 +798,9 @@ class Queue:
         ``throttle_s``: a cooldown (docs/contract.md#flow-control): the lead is queued
         whatever its attempt, this lease does not count against ``max_attempts``, and the
         lead's session is paused until now + ``throttle_s`` (or later, if it already was).
+        ``unstarted``: the holder never started the lead (a lead prefetched, given back at
+        a shutdown): this lease does not count against ``max_attempts``, so it cannot fail
+        the lead.
         """
         validation.lead_id(lead_id)
         validation.token(token)
@@ -810,6 +814,7 @@ class Queue:
                 delay_s=delay,
                 error=error,
                 throttle_s=validation.throttle(throttle_s),
+                unstarted=unstarted is True,
                 session=route.session,
                 now=now,
                 ledger=self.ledger_in_statement,

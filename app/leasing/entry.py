@@ -118,6 +118,9 @@ class Leasing:
             done = await self.sessions.complete_and_lease(one, request, item, result, now)
             if done is not None:
                 lead, leased = done
+                if leased is not None and leased.leases and gone is not None and await gone():
+                    await long_poll.given_back(self.queue, leased.leases)  # nobody to take them
+                    return lead, []
                 if leased is not None and (leased.leases or request.wait_s == 0):
                     return lead, leased.leases
                 return lead, await self.lease(request, gone=gone, now=now)

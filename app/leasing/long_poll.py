@@ -9,9 +9,11 @@ The first attempt's errors propagate (an outage). A re-try after a wake-up
 that finds the database unavailable keeps waiting; only the last one, at the
 deadline, reports it. Shutdown ends the wait with []. When ``gone()`` turns
 true (the client hung up) the wait ends too, and leases taken meanwhile are
-released at once rather than left to expire; leases taken under an
-idempotency key are kept for its retry instead. Beyond ``max_waiters`` a
-request that would have to wait gets Unavailable.
+released at once rather than left to expire, keyed or not: a client that hung
+up while it waited (a worker stopping, its pending lease cancelled) would not
+come back for them, and its key's retry, if any, gets the leases still valid
+(none) and leases anew. Beyond ``max_waiters`` a request that would have to
+wait gets Unavailable.
 
 Knows nothing of HTTP.
 """
@@ -47,10 +49,8 @@ async def held(
 
     async def attempt() -> list[Lease]:
         leases = await take()
-        if leases and request.idempotency_key is None and gone is not None and await gone():
-            for lease in leases:  # nobody would receive them
-                with contextlib.suppress(LeaseqError):
-                    await queue.release(lease.lead.id, lease.token)
+        if leases and gone is not None and await gone():
+            await given_back(queue, leases)
             return []
         return leases
 
@@ -81,3 +81,10 @@ async def held(
             await waiter.wait(min(remaining, poll))
             if listener.closed or (gone is not None and await gone()):
                 return []
+
+
+async def given_back(queue: Queue, leases: list[Lease]) -> None:
+    """Release leases nobody will receive (their client hung up), at once."""
+    for lease in leases:
+        with contextlib.suppress(LeaseqError):
+            await queue.release(lease.lead.id, lease.token, unstarted=True)

@@ -50,6 +50,7 @@ from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from app.store.outage_log import OutageLog, quiet_pool_attempts
 from app.store.statements import Statement
 from leaseq.errors import Unavailable, first_line
 
@@ -142,6 +143,9 @@ class Database:
         # Set when a connection attempt fails; replaced by a fresh one each time.
         self._connect_failed = asyncio.Event()
         self._last_failure: BaseException | None = None
+        # An outage in a few lines instead of psycopg_pool's one per failed attempt.
+        self.outage = OutageLog(f"the database at {redacted(url)}")
+        quiet_pool_attempts()
         self._pool = AsyncConnectionPool(
             libpq_url(url),
             connection_class=_reporting(self),
@@ -325,6 +329,7 @@ class Database:
         """A connection attempt failed: whoever waits for a connection gives up now."""
         self._last_failure = exc
         self.failures += 1
+        self.outage.failed(exc)
         failed, self._connect_failed = self._connect_failed, asyncio.Event()
         failed.set()
 
@@ -382,17 +387,19 @@ def _reporting(database: Database) -> type[Connection]:
         async def connect(cls, *args: Any, **kwargs: Any) -> Self:
             try:
                 try:
-                    return await super().connect(*args, **kwargs)
+                    made = await super().connect(*args, **kwargs)
                 except psycopg.OperationalError as exc:
                     if "options" not in kwargs or _STARTUP_REFUSED not in str(exc):
                         raise
                     database.pooler_refused_options(exc)
                     kwargs = {**kwargs, "prepare_threshold": None}
                     del kwargs["options"]
-                    return await super().connect(*args, **kwargs)
+                    made = await super().connect(*args, **kwargs)
             except psycopg.Error as exc:
                 database._failed_to_connect(exc)
                 raise
+            database.outage.connected()
+            return made
 
     return Reporting
 

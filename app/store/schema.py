@@ -41,6 +41,7 @@ from leaseq.limits import (
     MAX_ATTEMPTS,
     MAX_CONCURRENCY_KEY_CHARS,
     MAX_DELAY_S,
+    MAX_INTEGER_DIGITS,
     MAX_JSON_DEPTH,
     MAX_KEY_CHARS,
     MAX_RUNTIME_S,
@@ -150,6 +151,8 @@ leads = Table(
     CheckConstraint("max_attempts >= 1", name="leads_max_attempts_positive"),
     CheckConstraint("depth >= 0", name="leads_depth_nonnegative"),
     CheckConstraint("jsonb_typeof(payload) = 'object'", name="leads_payload_object"),
+    # Only what the API can give back, whichever door wrote it (revision 0020).
+    CheckConstraint("leaseq_json_fault(payload) IS NULL", name="leads_payload_readable"),
     # A leased lead has a token and an expiry, and only a leased lead has an expiry. A
     # finished lead keeps the token of the lease that completed it (never shown), so a
     # completion retried with it is recognised (revision 0003); a queued lead has none.
@@ -196,7 +199,10 @@ leads = Table(
     ),
     # The sweeper's index: expired leases, across sessions or in one.
     Index("leads_leased_expiry", "lease_expires_at", postgresql_where=text("status = 'leased'")),
-    Index("leads_session_status", "session", "status"),
+    # A session's leads of one status in id order: counts by status, the retry of its failed
+    # leads, an operator's list of its leads and the bulk verbs, a page at a time (revision
+    # 0022; app.store.statements.listing).
+    Index("leads_session_status_id", "session", "status", "id"),
     # The leased leads of a session per key: what a keyed lease counts (revision 0009).
     Index(
         "leads_leased_keys",
@@ -470,6 +476,27 @@ schedules = Table(
 )
 
 
+# What the API cannot give back of a JSON value (revision 0020; NULL: nothing): an integer
+# of more than MAX_INTEGER_DIGITS digits (Python reads no longer one), or a number with a
+# fraction beyond a double's range (it would read as infinity, which JSON cannot write).
+# Only the numbers of 1e308 or more in magnitude pass the path's filter, so an ordinary
+# value costs one walk. The REST push refuses both as it parses (app.api.body); the table's
+# check leads_payload_readable and leaseq_push apply it to every other door.
+JSON_FAULT_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION leaseq_json_fault(value jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 'holds ' || CASE WHEN n::text ~ '[.]' THEN 'a number beyond the range of a double'
+                            ELSE 'an integer of more than {MAX_INTEGER_DIGITS} digits' END
+           || ' (' || left(n::text, 20) || '..., ' || length(n::text) || ' characters)'
+    FROM jsonb_path_query(value, 'strict $.** ? (@.type() == "number"
+                                                && (@ >= 1e308 || @ <= -1e308))') AS n
+    WHERE CASE WHEN n::text ~ '[.]'
+               THEN abs(n::text::numeric) >= 2::numeric ^ 1024 - 2::numeric ^ 970
+               ELSE length(ltrim(n::text, '-')) > {MAX_INTEGER_DIGITS} END
+    LIMIT 1
+$$
+"""
+
 # A push of one lead inside the caller's own transaction (revision 0007): what
 # app.domain.queue.Queue.push does for one lead, with the service's defaults and the wire's limits,
 # so the lead, its ledger row and its counts commit or roll back with the caller's work.
@@ -512,6 +539,9 @@ BEGIN
                                   '(@.type() == "object" || @.type() == "array")') THEN
         RAISE EXCEPTION 'payload: must not nest arrays and objects deeper than {MAX_JSON_DEPTH}'
             USING ERRCODE = '22023';
+    END IF;
+    IF leaseq_json_fault(payload) IS NOT NULL THEN
+        RAISE EXCEPTION 'payload: %', leaseq_json_fault(payload) USING ERRCODE = '22023';
     END IF;
     IF priority IS NULL THEN
         RAISE EXCEPTION 'priority: must be an integer' USING ERRCODE = '22023';
@@ -568,6 +598,8 @@ $$
 # What metadata.create_all builds besides tables, as the migrations do (tests compare both).
 _function = DDL(COUNT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]  # DDL formats %
 event.listen(metadata, "before_create", _function)
+_json_fault = DDL(JSON_FAULT_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "before_create", _json_fault)  # the check of leads reads it
 for _name, _when in TRIGGERS.items():
     _trigger = DDL(CREATE_TRIGGER.format(_name, _when))  # type: ignore[no-untyped-call]
     event.listen(leads, "after_create", _trigger)

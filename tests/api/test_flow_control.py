@@ -98,6 +98,25 @@ async def test_a_throttled_release_over_rest(client: httpx.AsyncClient) -> None:
     shapes.problem(lost, 409, "lease_lost")
 
 
+async def test_a_lead_given_back_unstarted_spends_no_attempt(client: httpx.AsyncClient) -> None:
+    """A prefetched lead a stopping worker never started goes back queued even on its last
+    attempt, and nothing pauses; a plain release of the same then fails it, as before."""
+    [lead_id] = await push(client, "s", {"payload": {}, "max_attempts": 1})
+    [held] = await lease(client, session="s")
+    body = {"lead_id": lead_id, "token": held["token"], "unstarted": True}
+    answer = await client.post("/release", json=body)
+    assert answer.status_code == 200, answer.text
+    shapes.lead(answer.json()["lead"], status="queued", attempts=1)
+    assert (await client.get("/sessions/s/stats")).json()["paused_until"] is None
+    [again] = await lease(client, session="s")
+    assert again["attempt"] == 2  # the fencing number grows; the unstarted lease used none
+    plain = {"lead_id": lead_id, "token": again["token"]}
+    answer = await client.post("/release", json=plain)
+    shapes.lead(answer.json()["lead"], status="failed", attempts=2)
+    refused = await client.post("/release", json={**body, "unstarted": "yes"})
+    shapes.problem(refused, 422, "validation_error")
+
+
 async def test_keys_and_runtimes_round_trip_and_a_renewal_past_the_runtime_says_why(
     client: httpx.AsyncClient,
 ) -> None:

@@ -17,9 +17,10 @@ holding the NUL character, which JSON Schema cannot rule out but PostgreSQL's
 jsonb cannot store, must get 422 ``validation_error`` rather than be accepted.
 A body over the size limit gets 413, which is a refusal like 422. A schedule's cron
 expression or time zone, which the document can only call a string, may be refused 422
-(``_semantic_refusal``), as may a lead's traceparent of the document's pattern (version ff,
-ids of zeros) and an ``after`` naming leads the session does not have; the ``wait_s`` of
-``GET /leads/{lead_id}`` is capped as a lease's. A valid
+(``_semantic_refusal``), as may a list's cursor the service never made, a lead's
+traceparent of the document's pattern (version ff, ids of zeros) and an ``after`` naming
+leads the session does not have; the ``wait_s`` of ``GET /leads/{lead_id}`` is capped as a
+lease's. A valid
 ``Idempotency-Key`` the generator drew is made unique: it draws few distinct
 keys, and the same key with another body is refused by design (422,
 tests/integration/test_idempotency.py); so is a valid token name, since a live token's name
@@ -144,10 +145,13 @@ def _semantic_refusal(case: Any, response: Any) -> bool:
     """A schedule's cron expression or time zone refused (422): the document can only
     say "a string" of them, so a generated one is valid to the schema and still no cron
     expression or IANA zone. So is a lead's traceparent of the document's pattern whose
-    version is ff or whose ids are all zeros (docs/contract.md#trace-context)."""
+    version is ff or whose ids are all zeros (docs/contract.md#trace-context), and a list's
+    cursor that this service never made (the document can only say "a string" of it)."""
     if response.status_code != 422:
         return False
     errors = response.json().get("errors", [])
+    if case.path == "/sessions/{session}/leads" and case.method.upper() == "GET":
+        return bool(errors) and all(e["loc"] == ["cursor"] for e in errors)
     if case.path == "/sessions/{session}/leads":
         return bool(errors) and all(
             (len(e["loc"]) == 3 and e["loc"][::2] == ["leads", "traceparent"])

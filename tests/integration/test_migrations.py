@@ -502,6 +502,28 @@ def test_0019_bounds_a_queue_with_leads_and_downgrades_cleanly(
     assert _schema(sync_engine) == before
 
 
+def test_0020_keeps_an_unreadable_payload_as_its_text_and_refuses_new_ones(
+    empty_database_url: str, sync_engine: Engine
+) -> None:
+    """A payload stored before 0020 that the API could not give back (an integer of 5,000
+    digits, pushed through ``leaseq_push``) is kept as its JSON text; after it, the function
+    and the table refuse one; the downgrade takes the function and the check away."""
+    migrate.upgrade(empty_database_url, "0019")
+    before = _schema(sync_engine)
+    huge = "9" * 5000
+    with sync_engine.begin() as conn:
+        conn.execute(text(f"SELECT leaseq_push('s', '{{\"n\": {huge}}}'::jsonb)"))
+        conn.execute(text("SELECT leaseq_push('s', '{\"n\": 1}'::jsonb)"))
+    migrate.upgrade(empty_database_url, "0020")
+    with sync_engine.connect() as conn:
+        payloads = conn.execute(text("SELECT payload FROM leads ORDER BY id")).scalars().all()
+    assert payloads == [{"leaseq_unreadable_payload": f'{{"n": {huge}}}'}, {"n": 1}]
+    with pytest.raises(IntegrityError, match="leads_payload_readable"), sync_engine.begin() as c:
+        c.execute(text(f"INSERT INTO leads (session, payload) VALUES ('s', '{{\"n\": [{huge}]}}')"))
+    migrate.downgrade(empty_database_url, "0019")
+    assert _schema(sync_engine) == before
+
+
 def test_upgrade_sets_the_storage_parameters(empty_database_url: str, sync_engine: Engine) -> None:
     migrate.upgrade(empty_database_url)
     with sync_engine.connect() as conn:

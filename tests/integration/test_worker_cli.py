@@ -96,13 +96,15 @@ async def test_a_program_that_cannot_start_is_reported_once_and_its_lead_release
     broken.chmod(0o755)
     async with AsyncClient(service.url, token=TOKEN) as client:
         first, second = (await client.push(session, [NewLead({}), NewLead({})])).ids
-        status, stderr = await asyncio.to_thread(worker, service, session, "-q", "--", str(broken))
+        status, stderr = await asyncio.to_thread(
+            worker, service, session, "-q", "--prefetch", "0", "--", str(broken)
+        )
         a, b = await client.get(first), await client.get(second)
     assert status == 1, stderr
     [line] = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert "cannot start" in line and str(broken) in line
     assert (a.status, a.attempts) == ("queued", 1)  # released, its attempt spent, no more
-    assert (b.status, b.attempts) == ("queued", 0)
+    assert (b.status, b.attempts) == ("queued", 0)  # --prefetch 0: never leased
     assert [e for e, _, _ in ledger(db_url, first)] == ["pushed", "leased", "released"]
 
 

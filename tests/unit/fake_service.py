@@ -134,6 +134,7 @@ class FakeService:
             "/renew/batch": self._renew_batch,
             "/renew": self._renew,
             "/complete": self._complete,
+            "/complete/batch": self._complete_batch,
             "/release": self._release,
         }.get(path)
         if answer is None:
@@ -212,6 +213,19 @@ class FakeService:
             lead.status, lead.result, lead.error = body["status"], body["result"], body["error"]
             lead.expires_at = None  # the token stays: a retry is answered as the first
         answer: dict[str, Any] = {"lead": lead.as_json(self.clock)}
+        if "next" in body:
+            answer["leases"] = self._leases(body["next"])
+        return httpx.Response(200, json=answer)
+
+    def _complete_batch(self, body: dict[str, Any]) -> httpx.Response:
+        """Each item as ``/complete`` without ``next``, answered for itself; then ``next``."""
+        results: list[dict[str, Any]] = []
+        for item in body["items"]:
+            if self._complete(item).status_code == 200:
+                results.append({"lead_id": item["lead_id"], "ok": True})
+            else:
+                results.append({"lead_id": item["lead_id"], "ok": False, "code": "lease_lost"})
+        answer: dict[str, Any] = {"results": results}
         if "next" in body:
             answer["leases"] = self._leases(body["next"])
         return httpx.Response(200, json=answer)

@@ -1,4 +1,5 @@
-"""Which tests a run takes: ``python -m pytest`` leaves out the slow ones and says so."""
+"""Which tests a run takes: ``python -m pytest`` leaves out the slow ones and the tiers outside
+the default, and says so."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def collect(*args: str) -> list[str]:
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a deadline: collecting takes seconds
         check=False,
     )
     assert run.returncode in (0, 5), run.stdout + run.stderr  # 5: every test deselected
@@ -37,3 +38,28 @@ def test_run_slow_takes_them() -> None:
     assert "slow tests: included" in lines
     assert any("test_lease_state_machine" in line for line in lines)
     assert "1 test collected" in lines[-1] and "deselected" not in lines[-1], lines[-1]
+
+
+# A run given no paths takes ``testpaths``: two small files stand in for the whole of tests/,
+# one of a default tier, one of another.
+TWO_TIERS = ["-o", "testpaths=tests/unit/test_tiers.py tests/deploy/test_compose.py"]
+
+
+def test_a_run_given_no_paths_takes_the_default_tiers_and_counts_the_others() -> None:
+    assert "tiers: unit, integration, api (name another, or add --run-slow for every tier)" in (
+        collect(*TWO_TIERS)
+    )
+    lines = collect("-q", *TWO_TIERS)
+    [left_out] = [line for line in lines if "tests of other tiers left out" in line]
+    assert "(deselected: deploy " in left_out, left_out
+    taken = {line.split("::")[0] for line in lines if line.startswith("tests/")}
+    assert taken == {"tests/unit/test_tiers.py"}
+
+
+def test_a_named_tier_runs_and_run_slow_takes_every_tier() -> None:
+    named = collect("-q", "tests/deploy/test_compose.py")
+    assert not any("tiers:" in line or "other tiers" in line for line in named)
+    assert any(line.startswith("tests/deploy/test_compose.py::") for line in named)
+    every = collect("-q", "--run-slow", *TWO_TIERS)
+    taken = {line.split("::")[0] for line in every if line.startswith("tests/")}
+    assert taken == {"tests/unit/test_tiers.py", "tests/deploy/test_compose.py"}

@@ -44,7 +44,8 @@ def service() -> FakeService:
 
 def worker(service: FakeService, handler: Callable[[Job], Any], **options: Any) -> Worker:
     client = AsyncClient("http://leaseq.test", transport=service.transport(), retry_policy=QUICK)
-    options = {"ttl_s": 60.0, "wait_s": 0, "grace_s": 0, **options}
+    # No prefetch unless a test asks: each test follows one lead's requests in order.
+    options = {"ttl_s": 60.0, "wait_s": 0, "grace_s": 0, "prefetch": 0, **options}
     return Worker(
         client,
         "s",
@@ -455,14 +456,14 @@ async def test_an_answer_the_service_never_gives_is_given_up_when_the_lease_runs
     service: FakeService,
 ) -> None:
     [lead_id] = service.push({})
-    service.down.add("/complete")
+    service.down.add("/complete/batch")
 
     async def handle(job: Job) -> dict[str, int]:
         return {"n": 1}
 
     work = worker(service, handle)
     run = asyncio.create_task(work.run())
-    await until(lambda: service.paths().count("/complete") >= 3)  # retried while surely valid
+    await until(lambda: service.paths().count("/complete/batch") >= 3)  # retried while surely valid
     assert not run.done()
     service.clock.advance(60)
     stats = await run
@@ -478,7 +479,7 @@ async def test_a_completion_whose_answer_was_lost_counts_as_done(service: FakeSe
 
     async def loses_one_answer(request: httpx.Request) -> httpx.Response:
         response = await inner(request)
-        if request.url.path == "/complete" and (lost := next(answers, None)) is not None:
+        if request.url.path == "/complete/batch" and (lost := next(answers, None)) is not None:
             raise lost  # the completion happened; its answer never arrives
         return response
 
@@ -491,7 +492,7 @@ async def test_a_completion_whose_answer_was_lost_counts_as_done(service: FakeSe
 
     stats = await Worker(client, "s", handle, owner="w", wait_s=0, clock=service.clock).run()
     assert (stats.done, stats.lost) == (1, 0)
-    assert service.paths().count("/complete") == 2
+    assert service.paths().count("/complete/batch") == 2
     assert service.leads[lead_id].status == "done"
 
 
@@ -541,25 +542,44 @@ async def test_a_busy_worker_sends_one_request_per_lead(service: FakeService) ->
     assert stats.done == 5
     # The first lease, then each completion leases the next; the last finds nothing, and a
     # lease of its own says the queue is empty.
-    assert service.paths() == ["/lease"] + ["/complete"] * 5 + ["/lease"]
-    nexts = [body["next"] for path, body in service.requests if path == "/complete"]
+    assert service.paths() == ["/lease"] + ["/complete/batch"] * 5 + ["/lease"]
+    nexts = [body["next"] for path, body in service.requests if path == "/complete/batch"]
     assert nexts == [{"session": "s", "owner": "w", "max": 1, "wait_s": 0.0, "ttl_s": 60.0}] * 5
     assert all(lead.status == "done" for lead in service.leads.values())
+
+
+async def test_one_slot_with_a_lead_prefetched_is_still_one_request_per_lead(
+    service: FakeService,
+) -> None:
+    """The next lead is held while the handler runs; each completion frees its slot as it is
+    answered, so the next one asks for it (``next``) and no lease of its own goes between."""
+    service.push(*({"n": n} for n in range(8)))
+
+    async def handle(job: Job) -> None:
+        return None
+
+    stats = await worker(service, handle, prefetch=None).run()
+    assert stats.done == 8
+    assert service.paths() == ["/lease"] + ["/complete/batch"] * 8 + ["/lease"]
+    [first] = [body for path, body in service.requests if path == "/lease"][:1]
+    assert first["max"] == 2  # the slot and the lead prefetched
+    batches = [body for path, body in service.requests if path == "/complete/batch"]
+    assert [(len(b["items"]), b["next"]["max"]) for b in batches] == [(1, 1)] * 8
 
 
 async def test_without_lease_on_complete_a_lead_is_two_requests(service: FakeService) -> None:
     service.push({"n": 0}, {"n": 1})
     stats = await worker(service, lambda job: None, lease_on_complete=False).run()
     assert stats.done == 2
-    assert service.paths() == ["/lease", "/complete", "/lease", "/complete", "/lease"]
-    assert all("next" not in body for path, body in service.requests if path == "/complete")
+    assert service.paths() == ["/lease", "/complete/batch", "/lease", "/complete/batch", "/lease"]
+    assert all("next" not in body for path, body in service.requests if path == "/complete/batch")
 
 
 async def test_a_service_that_takes_no_next_gets_plain_completions(
     service: FakeService,
 ) -> None:
     service.push({"n": 0}, {"n": 1})
-    plain = service._complete
+    plain = service._complete_batch
 
     def no_next(body: dict[str, Any]) -> httpx.Response:
         if "next" in body:  # as a service before `next` answers an unknown field
@@ -573,7 +593,8 @@ async def test_a_service_that_takes_no_next_gets_plain_completions(
             )
         return plain(body)
 
-    service._complete = no_next  # type: ignore[method-assign]
+    service._complete_batch = no_next  # type: ignore[method-assign]
     stats = await worker(service, lambda job: None).run()
     assert stats.done == 2 and stats.errors == 0
-    assert service.paths() == ["/lease", "/complete", "/complete", "/lease", "/complete", "/lease"]
+    batch = "/complete/batch"
+    assert service.paths() == ["/lease", batch, batch, "/lease", batch, "/lease"]

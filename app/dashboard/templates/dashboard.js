@@ -285,7 +285,9 @@
     if (lead) return { kind: "lead", id: lead[1] };
     if (hash.startsWith("session=")) {
       try {
-        return { kind: "session", name: decodeURIComponent(hash.slice("session=".length)) };
+        // The name ends at the first "&": what follows is its leads' list (session_leads.js).
+        const name = hash.slice("session=".length).split("&")[0];
+        return { kind: "session", name: decodeURIComponent(name) };
       } catch (e) { /* a malformed escape: the overview */ }
     }
     return { kind: "overview" };

@@ -813,10 +813,13 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
 -- attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
 -- session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
--- all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
+-- all in this statement, so only a valid lease pauses its session. ``unstarted``: the
+-- holder never started the lead (prefetched, or taken by a long poll whose client left):
+-- the lease is not counted against ``max_attempts`` either (``throttles``), so giving
+-- back a lead that never ran cannot fail it. ``routed``: the lease is
 -- of ``session`` (its token's), as in ``renew_many``.
 --
--- parameters: delay_s, error, lead_id, token, throttle_s, session, now, ledger_by_row, notify_ended
+-- parameters: delay_s, error, lead_id, token, throttle_s, unstarted, session, now, ledger_by_row, notify_ended
 
 -- name: release (ledger=True, routed=True)
 WITH req AS (
@@ -824,17 +827,17 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)
                      THEN 'released on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN l.available_at
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
-        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 1 ELSE 0 END,
         updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
@@ -869,17 +872,17 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)
                      THEN 'released on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN l.available_at
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
-        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 1 ELSE 0 END,
         updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
@@ -914,17 +917,17 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)
                      THEN 'released on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN l.available_at
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
-        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 1 ELSE 0 END,
         updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
@@ -955,17 +958,17 @@ WITH req AS (
 ),
 released AS (
     UPDATE leads AS l
-    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN 'failed' ELSE 'queued' END,
-        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL
+    SET status = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 'failed' ELSE 'queued' END,
+        error = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)
                      THEN 'released on attempt ' || l.attempts::text
                           || ' of ' || l.max_attempts::text
                           || coalesce(': ' || req.error, '')
                      ELSE l.error END,
         lease_token = NULL, lease_expires_at = NULL,
-        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL THEN l.available_at
+        available_at = CASE WHEN l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN l.available_at
                             ELSE ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(delay_s)s::float8)) AT TIME ZONE 'UTC' END,
-        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND %(throttle_s)s::float8 IS NULL) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        scheduled = NOT (l.attempts - l.throttles >= l.max_attempts AND NOT (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)) AND %(delay_s)s::float8 > 0,
+        throttles = l.throttles + CASE WHEN (%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean) THEN 1 ELSE 0 END,
         updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'released' END
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz

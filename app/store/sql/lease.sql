@@ -30,7 +30,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -96,7 +97,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -174,7 +176,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -254,7 +257,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -350,7 +354,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -456,7 +461,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -562,7 +568,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -655,7 +662,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -748,7 +756,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -846,7 +855,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -944,7 +954,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1029,7 +1040,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1139,7 +1151,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1274,7 +1287,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1415,7 +1429,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1481,7 +1496,8 @@ WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1635,7 +1651,8 @@ WITH paused AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
@@ -1766,7 +1783,8 @@ WITH paused AS (
         * (%(now)s::timestamptz = transaction_timestamp())::int)
 ),
 revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),

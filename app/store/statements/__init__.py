@@ -6,9 +6,10 @@ binds parameters by hand.
 The statements live by concern: ``lease`` (the lease statements), ``leads`` (a lead's life
 after its lease), ``keys`` (idempotency), ``settings``, ``reads`` (counts and clocks) and
 ``views`` (the report and the dashboard), ``tokens`` (scoped tokens and the audit
-trail), ``schedules``, ``outcomes`` (waiting for a lead's outcome), ``parking`` (keys at
-their cap) and ``quota`` (backpressure), written from
-``fragments``. Each text, every variant of it, is rendered whole into ``app/store/sql/``
+trail), ``schedules``, ``listing`` (an operator's lists of leads and the bulk verbs),
+``outcomes`` (waiting for a lead's outcome), ``parking`` (keys at their cap) and ``quota``
+(backpressure), written from ``fragments``. Each text, every variant of it, is rendered
+whole into ``app/store/sql/``
 (``python -m app.store.render``).
 
 Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's limits.
@@ -66,6 +67,7 @@ from app.store.statements.lease import (
     promote,
     valid_leases,
 )
+from app.store.statements.listing import cancel_leads, list_leads, retry_leads
 from app.store.statements.outcomes import (
     ENDED_CHANNEL,
     WAKE_ALL,
@@ -157,6 +159,7 @@ __all__ = [
     "autovacuum",
     "blocked",
     "cancel",
+    "cancel_leads",
     "claim_key",
     "complete_and_lease",
     "complete_many",
@@ -187,6 +190,7 @@ __all__ = [
     "lease_seconds",
     "lease_together",
     "ledger_head",
+    "list_leads",
     "lock_settings",
     "lock_timeout",
     "oldest_available",
@@ -206,6 +210,7 @@ __all__ = [
     "resume",
     "retry",
     "retry_failed",
+    "retry_leads",
     "runtime_ran_out",
     "schedule_advance",
     "schedule_delete",

@@ -15,6 +15,7 @@ The trigger runs once per statement on ``leads`` (revision 0014): it takes every
 the parents the statement ended, locks them all in id order, and only then fails or counts
 them down, so two statements that end parents with dependents in common never deadlock
 (docs/design.md, "Dependencies: one trigger per statement, dependents locked in id order").
+Its statement is linear in the leads it touches (revision 0021: ``DEPENDENTS_FUNCTION``).
 On a Citus cluster the trigger is on every shard of leads and runs the same statement on its
 node's colocated shards (revision 0015, docs/scaling.md), without a NOTIFY.
 
@@ -32,13 +33,32 @@ from app.store.statements.fragments import NOTIFY_CHANNEL, NOW, ledger_rows
 
 BLOCKED_UNTIL = "9999-12-31 00:00:00+00"
 
-# The trigger function of leads_dependents (revision 0014; app.store.schema builds the same):
-# once per statement on leads, from its transition tables, so the leads below every parent a
-# statement ended are locked together, in id order (the module docstring).
+# The trigger function of leads_dependents (revision 0021; 0014 made it one per statement;
+# app.store.schema builds the same): once per statement on leads, from its transition
+# tables, so the leads below every parent a statement ended are locked together, in id
+# order (the module docstring). Its statement is linear in the leads it touches, whatever
+# the planner believes of the tables (fresh ones have no statistics) and whatever size the
+# statement had the first time a connection ran it:
+#  - it is planned at each run (EXECUTE): a plan cached from a statement that ended one
+#    parent joined the transition tables by nested loops, quadratic in a chain's length;
+#  - each step from a lead to its dependents, and to their rows, is a lookup by key per
+#    row (LATERAL ... OFFSET 0, which the planner cannot turn into a scan of the table),
+#    and the rows are found by id (BLOCKED is opaque to the partial index leads_blocked,
+#    which, chosen on estimates of a table without statistics, scanned a session's blocked
+#    leads once per dependent: 5.8 s for 1,000 dependents);
+#  - the UPDATEs find their rows by ``id = ANY(ids)`` (the primary key), and the leads
+#    failed and counted down are told apart by a grouping, not by an anti-join of two CTEs.
+BLOCKED = "CASE WHEN c.status = 'queued' THEN c.waiting_on > 0 ELSE false END"
+_BELOW = f"""CROSS JOIN LATERAL (SELECT d.lead_id FROM lead_dependencies AS d
+                            WHERE d.session = {{of}}.session AND d.after_id = {{of}}.id
+                            OFFSET 0) AS d
+        CROSS JOIN LATERAL (SELECT c.session, c.id FROM leads AS c
+                            WHERE c.id = d.lead_id AND c.session = {{of}}.session
+                              AND {BLOCKED}
+                            OFFSET 0) AS c"""
 DEPENDENTS_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION leaseq_dependents() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    stamp timestamptz := statement_timestamp();
     woken_sessions text[];
     woken bigint[];
 BEGIN
@@ -47,7 +67,8 @@ BEGIN
                    WHERE has_dependents AND status IN ('done', 'cached', 'failed')) THEN
         RETURN NULL;
     END IF;
-    -- One statement without parameters, so its plan is made once per connection.
+    -- Planned at each run, with the transition tables' sizes ($1: the statement's instant).
+    EXECUTE $q$
     WITH RECURSIVE ended AS (
         -- The leads this statement ended (a status that changed) that others wait on.
         SELECT n.session, n.id, n.status = 'failed' AS failed
@@ -58,72 +79,76 @@ BEGIN
     failing (session, id, cause) AS (
         -- Every blocked lead below a failed one, down the chain, and the parent it fails by.
         SELECT c.session, c.id, e.id FROM ended AS e
-        JOIN lead_dependencies AS d ON d.session = e.session AND d.after_id = e.id
-        JOIN leads AS c ON c.session = d.session AND c.id = d.lead_id
-        WHERE e.failed AND c.status = 'queued' AND c.waiting_on > 0
+        {_BELOW.format(of="e")}
+        WHERE e.failed
         UNION
         SELECT c.session, c.id, f.id FROM failing AS f
-        JOIN lead_dependencies AS d ON d.session = f.session AND d.after_id = f.id
-        JOIN leads AS c ON c.session = d.session AND c.id = d.lead_id
-        WHERE c.status = 'queued' AND c.waiting_on > 0
+        {_BELOW.format(of="f")}
     ),
     counted AS (
-        -- Every blocked lead below one done or cached, and how many of its parents ended.
-        SELECT d.session, d.lead_id AS id, count(*) AS hits FROM ended AS e
-        JOIN lead_dependencies AS d ON d.session = e.session AND d.after_id = e.id
-        WHERE NOT e.failed GROUP BY d.session, d.lead_id
+        -- Every lead below one done or cached, and how many of its parents ended.
+        SELECT e.session, d.lead_id AS id, count(*) AS hits FROM ended AS e
+        CROSS JOIN LATERAL (SELECT d.lead_id FROM lead_dependencies AS d
+                            WHERE d.session = e.session AND d.after_id = e.id OFFSET 0) AS d
+        WHERE NOT e.failed GROUP BY e.session, d.lead_id
     ),
     below AS (
-        SELECT session, id, min(cause) AS cause, NULL::bigint AS hits
-        FROM failing GROUP BY session, id
-        UNION ALL
-        SELECT session, id, NULL, hits FROM counted AS c
-        WHERE NOT EXISTS (SELECT FROM failing AS f WHERE f.session = c.session AND f.id = c.id)
+        -- A lead failing is not counted down.
+        SELECT session, id, min(cause) AS cause,
+               CASE WHEN min(cause) IS NULL THEN sum(hits) END AS hits
+        FROM (SELECT session, id, cause, NULL::bigint AS hits FROM failing
+              UNION ALL
+              SELECT session, id, NULL, hits FROM counted) AS each
+        GROUP BY session, id
     ),
     locked AS MATERIALIZED (
         -- All of their rows, locked in id order before any is changed: two statements that
         -- end parents with dependents in common take them in one order, so neither holds
         -- a row the other needs while it waits for one the other holds (no deadlock).
-        SELECT b.session, b.id, b.cause, b.hits FROM below AS b
-        JOIN leads AS c ON c.session = b.session AND c.id = b.id
-        WHERE c.status = 'queued' AND c.waiting_on > 0
-        ORDER BY c.id
-        FOR UPDATE OF c
+        SELECT b.session, b.id, b.cause, b.hits
+        FROM (SELECT * FROM below ORDER BY id) AS b
+        CROSS JOIN LATERAL (SELECT FROM leads AS c
+                            WHERE c.id = b.id AND c.session = b.session
+                              AND {BLOCKED}
+                            FOR UPDATE) AS c
     ),
     failed AS (
         UPDATE leads AS c
         SET status = 'failed', error = 'dependency ' || l.cause || ' failed', waiting_on = 0,
-            scheduled = false, available_at = coalesce(c.ready_at, stamp), updated_at = stamp
+            scheduled = false, available_at = coalesce(c.ready_at, $1), updated_at = $1
         FROM locked AS l
-        WHERE l.cause IS NOT NULL AND c.session = l.session AND c.id = l.id
-          AND c.status = 'queued' AND c.waiting_on > 0
+        WHERE c.id = ANY(ARRAY(SELECT id FROM locked WHERE cause IS NOT NULL))
+          AND l.cause IS NOT NULL AND c.session = l.session AND c.id = l.id
+          AND {BLOCKED}
         RETURNING c.id, c.session, c.status, c.attempts, c.owner
     ),
     ledger AS (
         -- Each failed lead's row, when it has a ledger: the trigger cannot read
         -- LEASEQ_LEDGER, and a lead pushed with it off has none.
         INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at)
-        SELECT f.id, f.session, 'failed', f.status, f.attempts, f.owner, stamp FROM failed AS f
-        WHERE EXISTS (SELECT FROM lead_events AS e
-                      WHERE e.session = f.session AND e.lead_id = f.id)
+        SELECT f.id, f.session, 'failed', f.status, f.attempts, f.owner, $1 FROM failed AS f
+        CROSS JOIN LATERAL (SELECT FROM lead_events AS e
+                            WHERE e.session = f.session AND e.lead_id = f.id LIMIT 1) AS e
     ),
     counted_down AS (
         -- Those at 0 are available now, or at the delay they were pushed with.
         UPDATE leads AS c
         SET waiting_on = greatest(c.waiting_on - l.hits, 0),
-            scheduled = CASE WHEN c.waiting_on <= l.hits THEN c.ready_at > stamp
+            scheduled = CASE WHEN c.waiting_on <= l.hits THEN c.ready_at > $1
                         ELSE c.scheduled END,
-            available_at = CASE WHEN c.waiting_on <= l.hits THEN greatest(c.ready_at, stamp)
+            available_at = CASE WHEN c.waiting_on <= l.hits THEN greatest(c.ready_at, $1)
                            ELSE c.available_at END,
-            updated_at = stamp
+            updated_at = $1
         FROM locked AS l
-        WHERE l.hits IS NOT NULL AND c.session = l.session AND c.id = l.id
-          AND c.status = 'queued' AND c.waiting_on > 0
+        WHERE c.id = ANY(ARRAY(SELECT id FROM locked WHERE hits IS NOT NULL))
+          AND l.hits IS NOT NULL AND c.session = l.session AND c.id = l.id
+          AND {BLOCKED}
         RETURNING c.session, c.waiting_on, c.scheduled
     )
-    SELECT array_agg(session), array_agg(n) INTO woken_sessions, woken
+    SELECT array_agg(session), array_agg(n)
     FROM (SELECT session, count(*) AS n FROM counted_down
-          WHERE waiting_on = 0 AND NOT scheduled GROUP BY session) AS available;
+          WHERE waiting_on = 0 AND NOT scheduled GROUP BY session) AS available
+    $q$ INTO woken_sessions, woken USING statement_timestamp();
     -- A NOTIFY per session wakes as many of its waiting leases as leads became available.
     FOR i IN 1 .. coalesce(array_length(woken, 1), 0) LOOP
         PERFORM pg_notify('{NOTIFY_CHANNEL}', woken_sessions[i] || ' ' || woken[i]);

@@ -252,7 +252,9 @@ def completed_already(
 
 
 def _release(ledger: bool, routed: bool) -> str:
-    last = f"{LAST_ATTEMPT} AND %(throttle_s)s::float8 IS NULL"
+    # A throttled release, or one of a lead its holder never started, spends no attempt.
+    uncounted = "(%(throttle_s)s::float8 IS NOT NULL OR %(unstarted)s::boolean)"
+    last = f"{LAST_ATTEMPT} AND NOT {uncounted}"
     return f"""
 WITH req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token, %(error)s::text AS error
@@ -269,7 +271,7 @@ released AS (
         available_at = CASE WHEN {last} THEN l.available_at
                             ELSE {plus_seconds(NOW, "%(delay_s)s::float8")} END,
         scheduled = NOT ({last}) AND %(delay_s)s::float8 > 0,
-        throttles = l.throttles + CASE WHEN %(throttle_s)s::float8 IS NULL THEN 0 ELSE 1 END,
+        throttles = l.throttles + CASE WHEN {uncounted} THEN 1 ELSE 0 END,
         updated_at = {NOW}, {logged("released")}
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}
@@ -302,6 +304,7 @@ def release(
     lead_id: int,
     token: str,
     throttle_s: float | None = None,
+    unstarted: bool = False,
     session: str | None = None,
     now: datetime | None,
     ledger: bool,
@@ -318,7 +321,10 @@ def release(
     ``throttle_s`` (NULL: none): a worker's cooldown. The lead is queued whatever its
     attempt, the lease is not counted against ``max_attempts`` (``throttles``), and its
     session is paused until now + throttle_s, or later if it already was (``_THROTTLED``),
-    all in this statement, so only a valid lease pauses its session. ``routed``: the lease is
+    all in this statement, so only a valid lease pauses its session. ``unstarted``: the
+    holder never started the lead (prefetched, or taken by a long poll whose client left):
+    the lease is not counted against ``max_attempts`` either (``throttles``), so giving
+    back a lead that never ran cannot fail it. ``routed``: the lease is
     of ``session`` (its token's), as in ``renew_many``.
     """
 
@@ -377,15 +383,21 @@ def sweep(
     """
 
 
+def cancelled_set() -> str:
+    """The SET clause of a cancelled lead (``cancel``, ``cancel_leads``): failed with the
+    error "cancelled", its lease gone, and a blocked lead's wait stopped."""
+    return f"""status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+        scheduled = false, parked = false, waiting_on = 0,
+        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, {NOW})
+                       ELSE available_at END,
+        updated_at = {NOW}, {logged("cancelled")}"""
+
+
 def _cancel(ledger: bool, routed: bool) -> str:
     return f"""
 WITH cancelled AS (
     UPDATE leads
-    SET status = 'failed', error = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-        scheduled = false, parked = false, waiting_on = 0,
-        available_at = CASE WHEN waiting_on > 0 THEN coalesce(ready_at, {NOW})
-                       ELSE available_at END,
-        updated_at = {NOW}, {logged("cancelled")}
+    SET {cancelled_set()}
     WHERE id = %(lead_id)s {only_session(routed)} AND status IN ('queued', 'leased')
     RETURNING *
 ){ledger_rows("cancelled", "cancelled", enabled=ledger)}

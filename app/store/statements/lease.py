@@ -513,7 +513,8 @@ _NOT_PAUSED = "AND NOT EXISTS (SELECT FROM paused)"
 # request that began before (a long poll woken after the revocation, a grouped call) is
 # bound by it as one that begins after is, whatever this process's cache of tokens says.
 _REVOKED = """revoked AS (
-    SELECT WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),

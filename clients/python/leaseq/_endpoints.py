@@ -18,7 +18,9 @@ import dataclasses
 import inspect
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from urllib.parse import urlencode
 
 from leaseq._wire import (
     DEFAULT_TIMEOUT_S,
@@ -53,11 +55,13 @@ from leaseq.model import (
     FINAL_STATUSES,
     AllCounts,
     ApiToken,
+    BulkResult,
     CompleteItem,
     Counts,
     FinalStatus,
     ItemResult,
     Lead,
+    LeadPage,
     Lease,
     NewLead,
     NextLease,
@@ -67,8 +71,10 @@ from leaseq.model import (
     Scaling,
     Schedule,
     SessionSettings,
+    Status,
     SweepResult,
 )
+from leaseq.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from leaseq._client import AsyncClient, Client
@@ -340,12 +346,15 @@ class Endpoints(Generic[_Transport]):
         *,
         error: str | None = None,
         throttle_s: float | None = None,
+        unstarted: bool = False,
     ) -> Exchange[Lead]:
         """Give a valid lease back; the lead is queued again after ``delay_s``. Raises LeaseLost.
 
         On the lead's last attempt it fails instead, with ``error`` (why) kept.
         ``throttle_s``: a cooldown ("the upstream answered 429"): the whole session pauses
         for that long, and this lease does not count against ``max_attempts``.
+        ``unstarted``: the lead was never started (prefetched): this lease does not count
+        against ``max_attempts``, so giving it back cannot fail it.
         A retry after a lost answer finds the lease gone: LeaseLost, nothing changed.
         """
         body: dict[str, Any] = {"lead_id": lead_id, "token": token, "delay_s": delay_s}
@@ -353,6 +362,8 @@ class Endpoints(Generic[_Transport]):
             body["error"] = error
         if throttle_s is not None:
             body["throttle_s"] = throttle_s
+        if unstarted:
+            body["unstarted"] = True
         return parse_lead((yield Call("POST", "/release", body)).json()["lead"])
 
     # -- operators ---------------------------------------------------------
@@ -385,6 +396,119 @@ class Endpoints(Generic[_Transport]):
         """
         data = (yield Call("POST", f"/sessions/{seg(session)}/retry-failed")).json()
         return int(data["requeued"])
+
+    @endpoint
+    def list_leads(
+        self,
+        session: str,
+        *,
+        status: Status | Sequence[Status] | None = None,
+        key_prefix: str | None = None,
+        owner: str | None = None,
+        error: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        order: str = "newest",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Exchange[LeadPage]:
+        """One page of a session's leads, newest first unless ``order="oldest"``, filtered by
+        status (one or several), dedupe key prefix, owner, error text (a case-insensitive
+        substring) and created or updated range (``after`` inclusive, ``before`` exclusive).
+
+        ``limit``: 1 to 500 (None: the service's 50). Pass the page's ``next_cursor`` as
+        ``cursor`` for the next; it serves only the same filter and order. Raises
+        InvalidInput.
+        """
+        filters = lead_filter(
+            status,
+            key_prefix,
+            owner,
+            error,
+            created_after,
+            created_before,
+            updated_after,
+            updated_before,
+        )
+        query: list[tuple[str, Any]] = [("order", order)]
+        for name, value in filters.items():
+            values = value if isinstance(value, list) else [value]
+            query += [(name, one) for one in values]
+        if limit is not None:
+            query.append(("limit", limit))
+        if cursor is not None:
+            query.append(("cursor", cursor))
+        path = f"/sessions/{seg(session)}/leads?{urlencode(query)}"
+        data = (yield Call("GET", path)).json()
+        return LeadPage([parse_lead(lead) for lead in data["leads"]], data["next_cursor"])
+
+    @endpoint
+    def retry_leads(
+        self,
+        session: str,
+        *,
+        ids: Sequence[int] | None = None,
+        status: Status | Sequence[Status] | None = None,
+        key_prefix: str | None = None,
+        owner: str | None = None,
+        error: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> Exchange[BulkResult]:
+        """Queue the session's failed leads among ``ids`` (at most 1,000), or else those the
+        filter (``list_leads``'s) selects, again; a lead in another status is not counted.
+        At most 10,000 a call: repeat while ``more``. Raises InvalidInput.
+
+        A call by filter is not sent again after a lost answer (it would act on leads that
+        failed since); a call by ids is.
+        """
+        filters = lead_filter(
+            status,
+            key_prefix,
+            owner,
+            error,
+            created_after,
+            created_before,
+            updated_after,
+            updated_before,
+        )
+        return (yield from _bulk(f"/sessions/{seg(session)}/leads/retry", ids, filters))
+
+    @endpoint
+    def cancel_leads(
+        self,
+        session: str,
+        *,
+        ids: Sequence[int] | None = None,
+        status: Status | Sequence[Status] | None = None,
+        key_prefix: str | None = None,
+        owner: str | None = None,
+        error: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> Exchange[BulkResult]:
+        """Fail the session's queued and leased leads among ``ids`` (at most 1,000), or else
+        those the filter selects, with error "cancelled" (a holder's next renew or complete
+        loses); a finished lead is not counted. At most 10,000 a call: repeat while
+        ``more``. Raises InvalidInput. Sent again after a lost answer only by ids.
+        """
+        filters = lead_filter(
+            status,
+            key_prefix,
+            owner,
+            error,
+            created_after,
+            created_before,
+            updated_after,
+            updated_before,
+        )
+        return (yield from _bulk(f"/sessions/{seg(session)}/leads/cancel", ids, filters))
 
     # -- reading -----------------------------------------------------------
 
@@ -564,3 +688,35 @@ def _probe(path: str) -> Exchange[bool]:
     except LeaseqError:
         return False
     return True
+
+
+def lead_filter(
+    status: Status | Sequence[Status] | None,
+    key_prefix: str | None,
+    owner: str | None,
+    error: str | None,
+    *instants: datetime | None,
+) -> dict[str, Any]:
+    """A filter of a session's leads as the wire names it
+    (docs/contract.md#operators-lists-of-leads): the fields given, ``status`` a list, the
+    four instants (created after and before, updated after and before) in RFC 3339."""
+    named: dict[str, Any] = {"key_prefix": key_prefix, "owner": owner, "error": error}
+    for name, at in zip(_RANGES, instants, strict=True):
+        named[name] = None if at is None else rfc3339(at)
+    if status is not None:
+        named["status"] = [status] if isinstance(status, str) else list(status)
+    return {name: value for name, value in named.items() if value is not None}
+
+
+_RANGES = ("created_after", "created_before", "updated_after", "updated_before")
+
+
+def _bulk(path: str, ids: Sequence[int] | None, filters: dict[str, Any]) -> Exchange[BulkResult]:
+    """A bulk retry or cancel: by ``ids`` when given (sent again after a lost answer: the same
+    leads), else by ``filters`` (never sent again: it would act on leads that moved since)."""
+    if ids is not None:
+        call = Call("POST", path, {"ids": [int(lead_id) for lead_id in ids]})
+    else:
+        call = Call("POST", path, {"filter": filters}, policy=NO_RETRY)
+    data = (yield call).json()
+    return BulkResult(changed=int(data["changed"]), more=bool(data["more"]))

@@ -48,6 +48,9 @@ MAX_ATTEMPTS = 10_000  # the largest max_attempts a lead may ask for
 # The deepest nesting of arrays and objects in a payload, result or checkpoint (the value
 # itself is level 1): deeper JSON is refused before anything is written.
 MAX_JSON_DEPTH = 64
+# The most digits of an integer in a JSON value (Python's default bound on reading one,
+# which the service's parser keeps): a payload with a longer one is refused at every door.
+MAX_INTEGER_DIGITS = 4300
 # The deepest nesting of a whole request body: such a value inside the envelope of a push or
 # a batch (the body, its list, an item). Deeper is refused before the body is parsed.
 MAX_BODY_DEPTH = MAX_JSON_DEPTH + 3

@@ -299,3 +299,21 @@ class Schedule:
     timezone: str
     lead: dict[str, Any]
     next_tick: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LeadPage:
+    """One page of a session's leads (``list_leads``); ``next_cursor`` is None on the last,
+    else the ``cursor`` of the next page."""
+
+    leads: list[Lead]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk retry or cancel changed; ``more``: leads the filter selects may be left
+    (a call changes at most 10,000), so call again until it is False."""
+
+    changed: int
+    more: bool

@@ -12,7 +12,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List Leads
+         * @description A page of the session's leads, filtered, newest first unless `order=oldest`. Paging
+         *     by `next_cursor` never shows a lead twice nor skips one, however many are pushed
+         *     meanwhile; a cursor given with another filter, order or session is refused (422).
+         */
+        get: operations["listLeads"];
         put?: never;
         /**
          * Push
@@ -24,6 +30,10 @@ export interface paths {
          *
          *     A `traceparent` header (W3C Trace Context) is stored on every lead without its own; a
          *     malformed one is ignored.
+         *
+         *     A push that would leave more of the session's leads queued than its `max_queued` (or
+         *     the service's `LEASEQ_MAX_QUEUED`) answers 429 `quota_exceeded` with `Retry-After`, and
+         *     stores none of its leads (docs/beyond.md#backpressure).
          */
         post: operations["push"];
         delete?: never;
@@ -179,6 +189,8 @@ export interface paths {
          *     (and carrying `error`, the holder's reason, when given). With `throttle_s` (a cooldown:
          *     "the upstream answered 429") the lead is queued whatever its attempt, this lease does
          *     not count against `max_attempts`, and the whole session pauses until now + `throttle_s`.
+         *     With `unstarted` (the holder never started the lead: it was prefetched) this lease does
+         *     not count against `max_attempts` either, and nothing pauses.
          *
          *     409 `lease_lost` when the lease is no longer valid.
          */
@@ -582,6 +594,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session}/leads/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retry Leads
+         * @description Queue the session's `failed` leads among `ids`, or those `filter` selects, again, as
+         *     `POST /leads/{id}/retry` does each (and writes each in the ledger); a lead in another
+         *     status is left as it is and not counted.
+         */
+        post: operations["retryLeads"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session}/leads/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel Leads
+         * @description Fail the session's `queued` and `leased` leads among `ids`, or those `filter` selects,
+         *     with error `cancelled`, as `POST /leads/{id}/cancel` does each: a holder's next renew or
+         *     complete gets 409 `lease_lost`. A finished lead is left as it is and not counted.
+         */
+        post: operations["cancelLeads"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/tokens": {
         parameters: {
             query?: never;
@@ -708,6 +764,34 @@ export interface components {
         BatchOut: {
             /** Results */
             results: components["schemas"]["ItemOut"][];
+        };
+        /** BulkOut */
+        BulkOut: {
+            /**
+             * Changed
+             * @description Leads changed; those in another status are not counted.
+             */
+            changed: number;
+            /**
+             * More
+             * @description Leads the filter selects may be left (a call changes at most 10,000): call again until false.
+             */
+            more: boolean;
+        };
+        /**
+         * ByFilter
+         * @description The leads the filter selects.
+         */
+        ByFilter: {
+            filter: components["schemas"]["LeadFilterIn"];
+        };
+        /**
+         * ByIds
+         * @description These leads.
+         */
+        ByIds: {
+            /** Ids */
+            ids: number[];
         };
         /** CompleteBatchIn */
         CompleteBatchIn: {
@@ -927,6 +1011,40 @@ export interface components {
              */
             dependents: number[];
         };
+        /**
+         * LeadFilterIn
+         * @description Which leads of the session: the list's query fields.
+         */
+        LeadFilterIn: {
+            /**
+             * Status
+             * @description Any of these.
+             */
+            status?: ("queued" | "leased" | "done" | "failed" | "cached")[] | null;
+            /**
+             * Key Prefix
+             * @description Leads whose dedupe `key` starts with this.
+             */
+            key_prefix?: string | null;
+            /**
+             * Owner
+             * @description Leads held, or last held, by this worker.
+             */
+            owner?: string | null;
+            /**
+             * Error
+             * @description Leads whose error contains this text, in any case.
+             */
+            error?: string | null;
+            /** Created After */
+            created_after?: string | null;
+            /** Created Before */
+            created_before?: string | null;
+            /** Updated After */
+            updated_after?: string | null;
+            /** Updated Before */
+            updated_before?: string | null;
+        };
         /** LeadOut */
         LeadOut: {
             /** Id */
@@ -999,6 +1117,19 @@ export interface components {
              * @description The ids of the leads it waits on; []: none.
              */
             after: number[];
+        };
+        /** LeadPageOut */
+        LeadPageOut: {
+            /**
+             * Leads
+             * @description Each as `GET /leads/{id}` answers it.
+             */
+            leads: components["schemas"]["LeadOut"][];
+            /**
+             * Next Cursor
+             * @description Give it as `cursor` for the next page; null on the last.
+             */
+            next_cursor: string | null;
         };
         /**
          * LeaseIn
@@ -1182,6 +1313,11 @@ export interface components {
              * @description A cooldown: the whole session pauses until now + throttle_s (database clock), and this lease does not count against max_attempts.
              */
             throttle_s?: number | null;
+            /**
+             * Unstarted
+             * @description The holder never started the lead (it was prefetched): this lease does not count against max_attempts, so giving it back cannot fail the lead. Default: false.
+             */
+            unstarted?: boolean;
         };
         /** RenewBatchIn */
         RenewBatchIn: {
@@ -1412,6 +1548,11 @@ export interface components {
              * @description The default maximum runtime of its leads; null: none.
              */
             max_runtime_s?: number | null;
+            /**
+             * Max Queued
+             * @description At most this many of its leads queued (not leased, not finished): a push that would pass it answers 429 quota_exceeded and stores none of its leads; null: the service's LEASEQ_MAX_QUEUED (none when unset).
+             */
+            max_queued?: number | null;
         };
         /** SettingsOut */
         SettingsOut: {
@@ -1427,6 +1568,8 @@ export interface components {
             max_leased_per_key: number | null;
             /** Max Runtime S */
             max_runtime_s: number | null;
+            /** Max Queued */
+            max_queued: number | null;
             /**
              * Paused Until
              * @description No lease of the session begins before this instant (database clock); null: not paused. Set by a pause or a throttled release, never by a change of settings.
@@ -1550,6 +1693,136 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listLeads: {
+        parameters: {
+            query?: {
+                /** @description By id: newest (the default) or oldest. */
+                order?: "newest" | "oldest";
+                /** @description Leads a page. */
+                limit?: number;
+                /** @description The previous page's `next_cursor`. */
+                cursor?: string;
+                /** @description Any of these (repeat it). */
+                status?: ("queued" | "leased" | "done" | "failed" | "cached")[];
+                /** @description Leads whose dedupe `key` starts with this. */
+                key_prefix?: string;
+                /** @description Leads held, or last held, by this worker. */
+                owner?: string;
+                /** @description Leads whose error contains this text, in any case. */
+                error?: string;
+                /** @description RFC 3339 with its offset; `after` is inclusive, `before` exclusive. */
+                created_after?: string;
+                /** @description RFC 3339 with its offset; `after` is inclusive, `before` exclusive. */
+                created_before?: string;
+                /** @description RFC 3339 with its offset; `after` is inclusive, `before` exclusive. */
+                updated_after?: string;
+                /** @description RFC 3339 with its offset; `after` is inclusive, `before` exclusive. */
+                updated_before?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LeadPageOut"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     push: {
         parameters: {
             query?: never;
@@ -4724,6 +4997,264 @@ export interface operations {
             };
             /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retryLeads: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ByIds"] | components["schemas"]["ByFilter"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkOut"];
+                };
+            };
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    cancelLeads: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ByIds"] | components["schemas"]["ByFilter"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkOut"];
+                };
+            };
+            /** @description `incomplete_body`: the body ended before its Content-Length; nothing was done. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

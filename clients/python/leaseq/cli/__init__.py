@@ -2,15 +2,16 @@
 
 ``root`` holds the command group and the loading of other distributions'
 commands; ``verbs`` the calls to a running service (push, stats, sweep);
-``sessions`` a session's settings (weight, cap, rate); ``schedules`` leads
+``sessions`` a session's settings (weight, cap, rate); ``leads`` a session's leads
+listed by filter, retried or cancelled many at once; ``schedules`` leads
 pushed on a schedule; ``tokens`` scoped API tokens;
 ``worker`` the work loop; ``output`` the printing and the one error handler.
 """
 
-from leaseq.cli import schedules, sessions, tokens, verbs, worker
+from leaseq.cli import leads, schedules, sessions, tokens, verbs, worker
 from leaseq.cli.root import app
 
-__all__ = ["app", "main", "schedules", "sessions", "tokens", "verbs", "worker"]
+__all__ = ["app", "leads", "main", "schedules", "sessions", "tokens", "verbs", "worker"]
 
 
 def main() -> None:

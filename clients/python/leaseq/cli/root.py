@@ -39,6 +39,7 @@ ORDER = (
     "sweep",
     "worker",
     "sessions",
+    "leads",
     "tokens",
     "schedules",
     "prune",

@@ -23,8 +23,10 @@ from leaseq.limits import SESSION_PATTERN
 from leaseq.model import (
     AllCounts,
     ApiToken,
+    BulkResult,
     Counts,
     Lead,
+    LeadPage,
     PushResult,
     Schedule,
     SessionSettings,
@@ -126,6 +128,27 @@ class Service:
         check_session(session)
         requeued: int = self._run(lambda client: client.retry_failed(session))
         return requeued
+
+    def list_leads(self, session: str, **query: Any) -> LeadPage:
+        """One page of a session's leads (``AsyncClient.list_leads``'s query)."""
+        check_session(session)
+        page: LeadPage = self._run(lambda client: client.list_leads(session, **query))
+        return page
+
+    def act_on_leads(
+        self, verb: str, session: str, *, ids: list[int] | None, filters: dict[str, Any]
+    ) -> BulkResult:
+        """One bulk ``retry`` or ``cancel`` call: by ``ids`` when given, else by ``filters``."""
+        check_session(session)
+        chosen = {"ids": ids} if ids is not None else filters
+
+        def call(client: AsyncClient) -> Awaitable[BulkResult]:
+            if verb == "retry":
+                return client.retry_leads(session, **chosen)
+            return client.cancel_leads(session, **chosen)
+
+        done: BulkResult = self._run(call)
+        return done
 
     def create_token(
         self, role: str, sessions: str, name: str | None, expires_s: float | None

@@ -72,6 +72,13 @@ def worker(
     concurrency: int = typer.Option(
         DEFAULTS.concurrency, "--concurrency", "-c", min=1, help="Leads run at once."
     ),
+    prefetch: int | None = typer.Option(
+        None,
+        "--prefetch",
+        min=0,
+        metavar="N",
+        help="Leads held ready beyond those running (default 1, a quarter of -c above 4; 0: none).",
+    ),
     owner: str | None = typer.Option(
         None, "--owner", metavar="NAME", help="The name leases are taken under (default host-pid)."
     ),
@@ -155,6 +162,7 @@ def worker(
         token=token,
         owner=owner,
         concurrency=concurrency,
+        prefetch=prefetch,
         ttl_s=ttl,
         wait_s=wait,
         max_runtime_s=max_runtime,

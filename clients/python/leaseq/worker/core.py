@@ -17,6 +17,7 @@ import math
 import os
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from leaseq.worker.metrics import Metrics
 from leaseq.worker.stats import Clock, WorkerStats
 
 if TYPE_CHECKING:
+    from leaseq.worker.completing import Completion
     from leaseq.worker.execution import HandlerThreads
 
 log = logging.getLogger("leaseq.worker")
@@ -40,6 +42,16 @@ MAX_SECONDS = 366 * 24 * 3600.0  # any duration beyond a year is a typo
 RETRY_BASE_S = 1.0
 MAX_RETRY_DELAY_S = 300.0
 MIN_CALL_TIMEOUT_S = 0.05  # the shortest timeout a renewal or a last checkpoint is sent with
+
+
+def default_prefetch(concurrency: int) -> int:
+    """Leads held beyond those running: 1, and a quarter of the concurrency above 4.
+
+    Enough that the next lead is there when a handler ends (so a worker of one slot
+    is not a round trip in turn per lead), few enough that a lead seldom waits in a
+    worker while another worker idles.
+    """
+    return concurrency // 4 if concurrency > 4 else 1
 
 
 def default_owner() -> str:
@@ -98,9 +110,12 @@ class WorkerCore:
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
         lease_on_complete: bool = True,
+        prefetch: int | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must not be negative")
         check_seconds("ttl_s", ttl_s, low=MIN_TTL_S, high=MAX_TTL_S)
         check_seconds("wait_s", wait_s, low=0, high=MAX_WAIT_S)
         check_seconds("max_runtime_s", max_runtime_s, low=0.001, high=MAX_SECONDS)
@@ -116,6 +131,7 @@ class WorkerCore:
         self.handler = handler
         self.owner = owner or default_owner()
         self.concurrency = concurrency
+        self.prefetch = default_prefetch(concurrency) if prefetch is None else prefetch
         self.ttl_s = ttl_s
         self.wait_s = wait_s
         self.max_runtime_s = max_runtime_s
@@ -125,6 +141,7 @@ class WorkerCore:
         self.give_up_s = None if forever else give_up_s
         self.retry_delay = retry_delay
         self.lease_on_complete = lease_on_complete
+        self.release_unstarted = True  # False once the service refuses ``unstarted``
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.stats = WorkerStats(clock=clock)
@@ -132,6 +149,13 @@ class WorkerCore:
         self._held: dict[str, Held] = {}  # by lease token: a lead may come back
         self._runners: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
+        self._reserved = 0  # slots a lease call in flight may fill (a long poll, a ``next``)
+        self._running = 0  # handler slots given (at most ``concurrency``)
+        self._waiting: deque[Held] = deque()  # confirmed leads waiting for a handler slot
+        self._pending: list[Completion] = []  # completions not sent yet (``completing``)
+        self._completing = 0  # completion requests in flight
+        self._completers: set[asyncio.Task[None]] = set()  # their tasks, kept till they end
+        self._sending = 0  # completions in those requests: their slots free as they answer
         self._stop_event = asyncio.Event()
         self._schedule = asyncio.Event()  # wakes the heartbeat: a renewal due sooner, a new clock
         self._heartbeat_at = math.inf  # when the heartbeat wakes by itself (worker's clock)
@@ -139,6 +163,11 @@ class WorkerCore:
         self._stopping_at: float | None = None  # time.monotonic(); -inf: no grace left
         self._fatal: BaseException | None = None  # ends the run once the leads in flight end
         self._clamped = False
+
+    @property
+    def capacity(self) -> int:
+        """The most leads held at once: the handler slots and the prefetch."""
+        return self.concurrency + self.prefetch
 
     # -- control -----------------------------------------------------------
 
@@ -151,6 +180,9 @@ class WorkerCore:
         if self._stopping_at is None:
             self._stopping_at = time.monotonic()
             self._stop_event.set()
+            for held in list(self._held.values()):  # prefetched, not running: back at once
+                if not held.slot and not held.settling:
+                    held.interrupt(StopReason.SHUTDOWN)
             log.info(
                 "stopping: no new leases; %d in flight get %.1fs", len(self._held), self.grace_s
             )

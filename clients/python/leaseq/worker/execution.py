@@ -131,10 +131,55 @@ class Execution(WorkerCore):
             await self._until(held, held.unconfirmed_until, None)
         return held.confirmed.is_set()
 
+    async def _take_slot(self, held: Held) -> bool:
+        """Wait for a handler slot, in the order the leads were confirmed; False when the lead
+        must not run (interrupted, or its lease may end before a renewal is confirmed).
+
+        A lead prefetched waits here, held and renewed like any other lead, so that
+        it starts the moment a handler ends, not a round trip later.
+        """
+        while held.reason is None:
+            if self._running < self.concurrency and (not self._waiting or self._waiting[0] is held):
+                if held.queued:
+                    self._waiting.popleft()
+                    held.queued = False
+                held.slot = True
+                self._running += 1
+                self._grant()  # another slot may be free for the next in line
+                return True
+            if not held.queued:
+                held.queued = True
+                self._waiting.append(held)
+            await self._until(held, held.stop_at, None)
+            reason = held.due(self.clock(), None)
+            if reason is not None:
+                held.interrupt(reason)
+        if held.queued:
+            held.queued = False
+            self._waiting.remove(held)
+            self._grant()
+        return False
+
+    def _free_slot(self, held: Held) -> None:
+        """``held``'s handler is over: its slot goes to the first lead waiting."""
+        if held.slot:
+            held.slot = False
+            self._running -= 1
+            self._grant()
+
+    def _grant(self) -> None:
+        """Wake the first lead waiting when a handler slot is free (it takes the slot)."""
+        if self._running < self.concurrency and self._waiting:
+            first = self._waiting[0]
+            if first.wake is not None:
+                first.wake()
+
     async def _execute(self, held: Held) -> Ended:
         """Run the handler until it ends, the lease may end, max runtime or shutdown."""
-        if (held.confirmed.is_set() or await self._confirmed(held)) and held.reason is None:
+        confirmed = held.confirmed.is_set() or await self._confirmed(held)
+        if confirmed and held.reason is None and await self._take_slot(held):
             held.started = self.clock()
+            held.launched = True
             work = self._launch(held.job)
             while not work.done() and held.reason is None:
                 reason = held.due(self.clock(), self.max_runtime_s)

@@ -81,6 +81,9 @@ class Held:
     # Called when the lease is interrupted or confirmed: wakes whatever waits on the lead.
     wake: Callable[[], None] | None = None
     reason: StopReason | None = None
+    slot: bool = False  # a handler slot is given to it (else it is prefetched, waiting)
+    launched: bool = False  # its handler was started (else it is given back unstarted)
+    queued: bool = False  # in the worker's queue of leads waiting for a handler slot
     settling: bool = False  # the handler is over; complete or release is being sent
     abandoned: bool = False  # the handler did not stop when told: left to its lease's expiry
 

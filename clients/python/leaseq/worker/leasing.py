@@ -1,5 +1,10 @@
 """Leasing: as many leads as there are free slots, long-polled, each then held and run.
 
+A worker holds up to ``capacity`` leads: its handler slots and a small
+prefetch, so the next lead is there when a handler ends. A long poll reserves
+the slots it asks for; a completion's ``next`` (``completing``) asks only for
+those neither held nor reserved, so the two never hold more than the capacity.
+
 A lease is timed from when its request was *sent* (``Held.leased``), never
 from the service's ``expires_at``. The loop stops when a lease comes back
 empty after its whole wait with nothing in flight, unless ``forever``. When
@@ -35,14 +40,18 @@ class Leasing(WorkerCore):
         failing_since: float | None = None
         failures = 0
         while not self.stopping:
-            free = min(self.concurrency - len(self._runners), MAX_LEASE_BATCH)
+            free = min(self.capacity - len(self._held) - self._reserved, MAX_LEASE_BATCH)
             if free <= 0:
                 self._slot_freed.clear()
                 await _first(self._slot_freed.wait(), self._stop_event.wait())
                 continue
             sent = self.clock()
+            self._reserved += free  # a completion meanwhile asks only for what is left
             try:
-                leases = await self._lease(free)
+                try:
+                    leases = await self._lease(free)
+                finally:
+                    self._reserved -= free
             except Unavailable as exc:
                 failing_since = sent if failing_since is None else failing_since
                 failures += 1

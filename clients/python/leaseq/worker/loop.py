@@ -8,6 +8,7 @@ concept, each a module small enough to read whole:
 - ``heartbeat``: renews the leases in flight on their schedule, in batches;
 - ``execution``: runs the handler until it ends or must stop; its ``Outcome``;
 - ``settling``: sends what the outcome calls for (complete, release, nothing);
+- ``completing``: completions that end close together, in one batch that leases the next;
 - ``core``: the options and state they share, and the stop.
 
 This module ties them together: ``run`` starts the heartbeat, leases until
@@ -58,8 +59,10 @@ class Worker(Leasing, Heartbeat, Settling, Execution):
     ``ttl_s`` None takes the service's default lease time (``LEASEQ_LEASE_TTL_S``).
     ``kill_grace_s`` is how long a handler told to stop has before it is killed
     (a command) or abandoned (a function); None: 2 s, less for a short ttl.
-    ``lease_on_complete``: a completion asks for the next lead in the same request
-    (docs/contract.md#complete-and-lease), so a busy worker sends one request per lead.
+    ``lease_on_complete``: completions that end close together go in one request that
+    asks for the next leads (docs/contract.md#complete-and-lease), so a busy worker sends
+    one request per batch of leads. ``prefetch``: leads held beyond those running, so the
+    next is there when a handler ends (None: 1, a quarter of ``concurrency`` above 4).
     Raises ValueError for an option out of range.
     """
 
@@ -113,7 +116,10 @@ class Worker(Leasing, Heartbeat, Settling, Execution):
         """One lead's life: executed, then settled; whatever happens, it is no longer held."""
         lead_id = held.lease.lead.id
         try:
-            ended = await self._execute(held)
+            try:
+                ended = await self._execute(held)
+            finally:
+                self._free_slot(held)
             held.settling = True
             self.metrics.handled(self.clock() - held.started)
             await self._settle(held, ended)

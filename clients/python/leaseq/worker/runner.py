@@ -51,6 +51,7 @@ FLAGS = {
     "kill_grace_s": "--kill-grace",
     "give_up_s": "--give-up-after",
     "concurrency": "--concurrency",
+    "prefetch": "--prefetch",
 }
 
 
@@ -66,6 +67,7 @@ class Options:
     token: str | None = None
     owner: str | None = None
     concurrency: int = 1
+    prefetch: int | None = None  # 1, a quarter of the concurrency above 4
     ttl_s: float | None = None  # the service's default
     wait_s: float = DEFAULT_WAIT_S
     max_runtime_s: float | None = None
@@ -153,6 +155,7 @@ def _worker(options: Options, handle: Handler) -> Worker:
         handle,
         owner=options.owner,
         concurrency=options.concurrency,
+        prefetch=options.prefetch,
         ttl_s=options.ttl_s,
         wait_s=options.wait_s,
         max_runtime_s=options.max_runtime_s,

@@ -12,8 +12,9 @@ or abandoned lease.
   lease is left to expire (it may still run), and the worker says so;
 - the worker is stopping → the lead is released for another worker.
 
-A completion asks for the next lead in the same request (docs/contract.md#complete-and-lease), so a
-busy worker sends one request per lead. A checkpoint no renewal carried yet
+Completions go together with those finishing close to them, in one request
+that asks for the next leads (``completing``, docs/contract.md#complete-and-lease), so a
+busy worker sends one request per batch of leads. A checkpoint no renewal carried yet
 rides on one more renewal before the lead is given back, so the next holder
 resumes from it. A complete or release is retried while the lease is surely
 valid: both are safe to repeat.
@@ -27,7 +28,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from leaseq._wire import new_idempotency_key
 from leaseq.errors import (
     InvalidInput,
     LeaseLost,
@@ -37,8 +37,9 @@ from leaseq.errors import (
     first_line,
 )
 from leaseq.limits import MAX_ERROR_CHARS
-from leaseq.model import JSON, FinalStatus, Lease, NextLease
-from leaseq.worker.core import MIN_CALL_TIMEOUT_S, WorkerCore, naming
+from leaseq.model import FinalStatus
+from leaseq.worker.completing import Completing
+from leaseq.worker.core import MIN_CALL_TIMEOUT_S, naming
 from leaseq.worker.execution import Ended, Outcome, describe
 from leaseq.worker.held import Held
 from leaseq.worker.job import HandlerUnusable, StopReason
@@ -51,7 +52,7 @@ def _error_text(error: str) -> str:
     return error[:MAX_ERROR_CHARS]
 
 
-class Settling(WorkerCore):
+class Settling(Completing):
     """Sends what each lead's outcome calls for (the module docstring)."""
 
     async def _settle(self, held: Held, ended: Ended) -> None:
@@ -73,10 +74,7 @@ class Settling(WorkerCore):
             return
         if ended.outcome is Outcome.SHUTDOWN:
             await self._carry_checkpoint(held)
-            release = lambda: self.client.release(  # noqa: E731
-                lead_id, lease.token, 0.0, error=StopReason.SHUTDOWN.value
-            )
-            if await self._send(held, release):
+            if await self._send(held, self._shutdown_release(held)):
                 self.stats.released += 1
                 self.metrics.released("shutdown")
                 log.info("lead %d: released (shutdown)", lead_id)
@@ -97,6 +95,30 @@ class Settling(WorkerCore):
                         self._finished(status)
                     return
         await self._fail(held, _error_text(ended.error or "failed"))
+
+    def _shutdown_release(self, held: Held) -> Callable[[], Awaitable[Any]]:
+        """The release of a lead at a shutdown. One whose handler never started (prefetched)
+        says so, and its lease spends no attempt: a stop cannot fail a lead that never ran.
+        A service that does not know ``unstarted`` gets the plain release."""
+        lease = held.lease
+        error = StopReason.SHUTDOWN.value
+
+        async def release() -> None:
+            if held.launched or not self.release_unstarted:
+                await self.client.release(lease.lead.id, lease.token, 0.0, error=error)
+                return
+            try:
+                await self.client.release(
+                    lease.lead.id, lease.token, 0.0, error=error, unstarted=True
+                )
+            except InvalidInput as exc:
+                if exc.field not in ("body.unstarted", "unstarted"):
+                    raise
+                log.warning("the service counts every release as an attempt (%s)", exc)
+                self.release_unstarted = False
+                await self.client.release(lease.lead.id, lease.token, 0.0, error=error)
+
+        return release
 
     async def _throttle(self, held: Held, throttle_s: float) -> None:
         """Give the lead back as a throttle: its session pauses for ``throttle_s``."""
@@ -148,41 +170,6 @@ class Settling(WorkerCore):
         if await self._complete(held, "failed", None, error):
             self._finished("failed")
 
-    async def _complete(
-        self, held: Held, status: FinalStatus, result: JSON, error: str | None = None
-    ) -> bool:
-        """Send the completion; False if the lease was lost. Unless the worker is stopping, the
-        same request leases a lead for the slot this one frees (``next``), which starts at once."""
-        lease = held.lease
-        lead_id, token = lease.lead.id, lease.token
-        if not self.lease_on_complete or self.stopping:
-            return await self._send(
-                held, lambda: self.client.complete(lead_id, token, status, result, error)
-            )
-        ask = NextLease(self.session, self.owner, 1, self.ttl_s)
-        key = new_idempotency_key()  # the same for every retry: they get the same lease
-        sent = self.clock()  # the first send: a lease taken then counts from it
-        taken: list[Lease] = []
-
-        async def complete_and_lease() -> None:
-            nonlocal taken
-            _, taken = await self.client.complete_and_lease(
-                lead_id, token, status, result, error, next=ask, idempotency_key=key
-            )
-
-        try:
-            completed = await self._send(held, complete_and_lease)
-        except InvalidInput as exc:
-            if exc.field not in ("body.next", "next"):  # not "the service knows no next"
-                raise
-            log.warning("the service leases nothing with a completion (%s); asking apart", exc)
-            self.lease_on_complete = False
-            return await self._complete(held, status, result, error)
-        received = self.clock()
-        for new in taken:
-            self._start(new, sent=sent, received=received)
-        return completed
-
     async def _carry_checkpoint(self, held: Held) -> None:
         """Before a lead is given back, a checkpoint no renewal carried yet goes with one, so the
         next holder resumes from it. A failure is only logged: the release says the rest."""
@@ -224,12 +211,3 @@ class Settling(WorkerCore):
                     return False
                 await asyncio.sleep(delay)
                 retry += 1
-
-    def _finished(self, status: FinalStatus) -> None:
-        setattr(self.stats, status, getattr(self.stats, status) + 1)
-        self.metrics.completed(status)
-
-    def _lost(self, held: Held, why: str) -> None:
-        self.stats.lost += 1
-        self.metrics.lost()
-        log.warning("lead %d: %s; nothing sent", held.lease.lead.id, why)

@@ -1,0 +1,166 @@
+"""A session's page lists its leads in a real browser (the system's headless Chromium driven
+by Playwright): status tabs, a search by error text, paging by the list's cursor, every view a
+URL to share, and the leads selected retried or cancelled at once, all without typing a URL or
+an id. A screenshot is kept in ``test-artifacts/dashboard-session-leads.png``.
+
+Chromium comes from the system (``tests.support.browser``); without it this test skips,
+saying what to install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from app.store.pool import libpq_url
+from tests.support.browser import WAIT_MS, requests_of
+from tests.support.serving import ROOT, Services
+
+pytestmark = pytest.mark.service
+
+ARTIFACTS = ROOT / "test-artifacts"
+SESSION = "crawl"
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+def rows(page: Any) -> list[int]:
+    ids = page.locator("#session-leads tbody tr[data-lead]").evaluate_all(
+        "(rows) => rows.map((r) => Number(r.dataset.lead))"
+    )
+    return list(ids)
+
+
+def loaded_after(page: Any, before: str | None) -> str:
+    """Until the list is read again after ``before`` (its ``data-loaded``); the new mark."""
+    page.wait_for_function(
+        "(before) => { const t = document.getElementById('session-leads');"
+        " return t.dataset.loaded && t.dataset.loaded !== before; }",
+        arg=before,
+        timeout=WAIT_MS,
+    )
+    mark: str = page.locator("#session-leads").get_attribute("data-loaded")
+    return mark
+
+
+def test_find_failed_leads_by_error_page_them_and_retry_twenty_at_once(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO leads (session, status, attempts, owner, error, key) "
+            "SELECT %s, 'failed', 1, 'w' || (g %% 3), "
+            "CASE WHEN g %% 4 = 0 THEN %s ELSE 'Disk full on /var' END, 'k' || g "
+            "FROM generate_series(1, 80) AS g",
+            [SESSION, HOSTILE],
+        )
+        conn.execute(
+            "INSERT INTO leads (session, key) SELECT %s, 'q' || g FROM generate_series(1, 5) AS g",
+            [SESSION],
+        )
+    with service.client() as http:
+        disk = [
+            lead["id"]
+            for lead in http.get(
+                f"/sessions/{SESSION}/leads", params={"error": "disk", "limit": 500}
+            ).json()["leads"]
+        ]
+        assert len(disk) == 60
+
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        asked = requests_of(page)
+        page.goto(f"{service.url}/dashboard")
+        # From the overview to the session's page by its link; then its failed leads' tab.
+        page.click(f'#sessions tbody tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+        mark = loaded_after(page, None)
+        assert len(rows(page)) == 50  # every status, newest first, a page of 50
+        page.click('#lead-tabs button[data-status="failed"]')
+        mark = loaded_after(page, mark)
+        assert (
+            page.locator('#lead-tabs button[data-status="failed"]').get_attribute("aria-pressed")
+            == "true"
+        )
+
+        # A search by error text, in any case, sent from the keyboard.
+        page.fill("#filter-error", "DISK")
+        page.press("#filter-error", "Enter")
+        mark = loaded_after(page, mark)
+        assert rows(page) == disk[:50]
+        assert "error=DISK" in page.evaluate("location.hash")
+
+        # The next page by its link; its URL opens the same page anywhere.
+        page.click("#leads-next")
+        mark = loaded_after(page, mark)
+        assert rows(page) == disk[50:]
+        assert page.locator("#leads-next").is_hidden()
+        shared = page.url
+        other = browser.new_page()
+        other.goto(shared)
+        loaded_after(other, None)
+        assert rows(other) == disk[50:]
+        other.close()
+        page.click("#leads-first")
+        mark = loaded_after(page, mark)
+        assert rows(page) == disk[:50]
+
+        # Twenty selected, retried at once: the page says so and the list follows.
+        for lead_id in disk[:20]:
+            page.check(f'#session-leads tr[data-lead="{lead_id}"] input[type=checkbox]')
+        assert page.locator("#retry-selected").inner_text() == "retry selected (20)"
+        page.click("#retry-selected")
+        mark = loaded_after(page, mark)
+        assert page.locator("#bulk-result").inner_text() == "20 of 20 leads queued again"
+        assert rows(page) == disk[20:60][:50]
+        for lead_id in disk[:20]:
+            lead = http.get(f"/leads/{lead_id}").json()
+            assert (lead["status"], lead["error"]) == ("queued", None)
+        events = http.get(f"/leads/{disk[0]}/events").json()["events"]
+        assert events[-1]["event"] == "retried"
+
+        # The queued leads: the whole page selected and cancelled.
+        page.click('#lead-tabs button[data-status="queued"]')
+        mark = loaded_after(page, mark)
+        assert page.input_value("#filter-error") == "DISK"  # the search stays with the tab
+        page.fill("#filter-error", "")
+        page.press("#filter-error", "Enter")
+        mark = loaded_after(page, mark)
+        assert len(rows(page)) == 25  # the 20 retried and the 5 pushed
+        page.check("#select-page")
+        page.click("#cancel-selected")
+        mark = loaded_after(page, mark)
+        assert page.locator("#bulk-result").inner_text() == "25 of 25 leads cancelled"
+        assert rows(page) == []
+        assert http.get(f"/sessions/{SESSION}/stats").json()["queued"] == 0
+
+        # Hostile error text stays text.
+        page.click('#lead-tabs button[data-status="failed"]')
+        loaded_after(page, mark)
+        assert HOSTILE in page.locator("#session-leads tbody").inner_text()
+        assert page.locator("#session-leads img").count() == 0
+
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-session-leads.png"), full_page=True)
+        assert asked and all(url.startswith(service.url + "/") for url in asked), asked
+
+
+def test_a_reader_lists_the_leads_but_is_offered_no_action(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start(
+        "--sweep-interval", "3600", database_url=database_url, env={"LEASEQ_API_TOKENS": "boot"}
+    )
+    with service.client(headers={"Authorization": "Bearer boot"}) as http:
+        made = http.post("/tokens", json={"role": "reader", "sessions": SESSION})
+        assert made.status_code == 201, made.text
+        reader = made.json()["token"]
+        http.post(f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {}}] * 3})
+        page = browser.new_page()
+        page.goto(f"{service.url}/dashboard#session={SESSION}")
+        page.fill("#token", reader)
+        page.press("#token", "Enter")
+        loaded_after(page, None)
+        assert len(rows(page)) == 3
+        assert page.locator("#lead-bulk").is_hidden()
+        assert page.locator("#session-leads tbody input[type=checkbox]:visible").count() == 0
