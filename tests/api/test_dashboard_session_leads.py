@@ -164,3 +164,40 @@ def test_a_reader_lists_the_leads_but_is_offered_no_action(
         assert len(rows(page)) == 3
         assert page.locator("#lead-bulk").is_hidden()
         assert page.locator("#session-leads tbody input[type=checkbox]:visible").count() == 0
+
+
+def test_change_a_sessions_weight_and_pause_it_for_a_minute(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with service.client() as http:
+        http.post(f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {}}]})
+        assert http.put(f"/sessions/{SESSION}/settings", json={"max_leased": 4}).status_code == 200
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        page.click(f'#sessions tbody tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+        page.wait_for_selector(f'#settings-form[data-session="{SESSION}"]', timeout=WAIT_MS)
+        assert page.input_value('#settings-form input[name="max_leased"]') == "4"
+        assert page.input_value('#settings-form input[name="weight"]') == "1"
+
+        page.fill('#settings-form input[name="weight"]', "3")
+        page.fill('#settings-form input[name="rate_per_s"]', "2.5")
+        page.press('#settings-form input[name="weight"]', "Enter")
+        page.wait_for_function(
+            "() => document.getElementById('settings-result').textContent === 'saved'",
+            timeout=WAIT_MS,
+        )
+        stored = http.get(f"/sessions/{SESSION}/settings").json()
+        assert (stored["weight"], stored["max_leased"], stored["rate_per_s"]) == (3, 4, 2.5)
+
+        page.fill("#pause-minutes", "1")
+        page.press("#pause-minutes", "Enter")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent.startsWith('paused until')"
+            " && !document.getElementById('session-paused').textContent.endsWith('resumed')",
+            timeout=WAIT_MS,
+        )
+        paused = http.get(f"/sessions/{SESSION}/settings").json()["paused_until"]
+        assert paused is not None and not paused.startswith("9999")  # for a while, not for ever
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-session-settings.png"), full_page=True)

@@ -175,6 +175,7 @@ def run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.tools
 def test_redocly_recommended_rules_find_nothing(document_file: Path) -> None:
     redocly = npm_tools.tool("redocly")
     linted = run(
@@ -189,6 +190,7 @@ def test_redocly_recommended_rules_find_nothing(document_file: Path) -> None:
     assert found["totals"] == {"errors": 0, "warnings": 0, "ignored": 0}, found["problems"]
 
 
+@pytest.mark.tools
 def test_a_worker_on_openapi_typescripts_default_output_compiles_strict_and_drains_a_session(
     document_file: Path, services: Services, database_url: str
 ) -> None:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from app.store.pool import libpq_url
-from bench import cli, contenders
+from bench import cli, contenders, users_before_after
 from bench.common import SESSION
 from bench.service import RawPoster, RawRestService
 from tests.support import system
@@ -171,7 +171,9 @@ def test_the_targets_of_what_users_run_are_reported() -> None:
     assert found["cli-true >= 0.3 x xargs-true at W=4"]["figures"]["ratio"] == 0.27
 
 
-@pytest.mark.parametrize("family", ["sdk", "go", "cli", "xargs"])
+@pytest.mark.parametrize(
+    "family", ["sdk", pytest.param("go", marks=pytest.mark.tools), "cli", "xargs"]
+)
 def test_what_users_run_drains_every_lead_once_and_is_measured(
     server_url: str, template_db: str, family: str
 ) -> None:
@@ -240,3 +242,29 @@ def test_before_pairs_each_rest_contender_and_reports_its_ratio_round_by_round(
         "| 1 | 4 | 1,000 (900-1,100) | 1,000 (800-1,000) | 1.00 | 0.90, 1.10, 1.25 |"
         in cli.before_and_after_markdown([row])
     )
+
+
+def test_users_before_and_after_compare_each_round_with_its_own() -> None:
+    """Each round's after over the same round's before, and their median: the machine's load
+    moves between rounds, so only runs side by side are compared."""
+
+    def run(contender: str, side_round: int, per_s: float) -> dict[str, Any]:
+        return {
+            "contender": contender,
+            "workers": 4,
+            "round": side_round,
+            "drain_per_s": per_s,
+            "client_cpu_ms_per_lead": per_s / 1000,
+            "service_cpu_ms_per_lead": None,
+        }
+
+    found = {
+        "before": [run("sdk", 0, 100.0), run("sdk", 1, 200.0), run("sdk", 2, 100.0)],
+        "after": [run("sdk", 0, 150.0), run("sdk", 1, 500.0), run("sdk", 2, 120.0)],
+    }
+    [row] = users_before_after.table(found, [4])
+    assert row["ratios"] == [1.5, 2.5, 1.2] and row["ratio"] == 1.5
+    assert (row["before_per_s"], row["after_per_s"]) == (100.0, 150.0)
+    document = {"before": "a" * 40, "after": "b" * 40, "leads": 10, "repeats": 3}
+    text = users_before_after.markdown([row], {**document, "load_avg": [(1.0, 1.0, 1.0)]})
+    assert "| sdk | 4 | 100 | 150 | 1.50 (1.50, 2.50, 1.20) |" in text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from app.store.statements._build import statement
 
-# The functions of revision 0023 (app.store.schema builds the same).
+# The functions of revision 0024 (app.store.schema builds the same).
 HMAC_FUNCTION = """
 CREATE OR REPLACE FUNCTION leaseq_hmac_sha256(key bytea, message bytea) RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE STRICT AS $$
