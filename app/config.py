@@ -6,6 +6,7 @@ The limits of the wire are not settings: they live in ``leaseq.limits``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field, field_validator
@@ -250,6 +251,24 @@ class Settings(BaseSettings):
         description="The Retry-After, in seconds, of a push refused for max_queued.",
     )
 
+    fair_by: Literal["count", "time"] = Field(
+        default="count",
+        description=(
+            "How a lease across sessions shares the workers by weight: by the number of "
+            "leases (count), or by the time they last, from lease to end on the database "
+            "clock (time: docs/beyond.md#fair-share-by-time)."
+        ),
+    )
+    fence_keys: str = Field(
+        default="",
+        description=(
+            "Comma-separated keys of the leases' fences (HMAC-SHA256): the first signs, every "
+            "one verifies (a rotation lists the new key first and keeps the old one until its "
+            "last lease has expired). Unset: a key the service makes once and keeps in the "
+            "database (docs/beyond.md#fences)."
+        ),
+    )
+
     @field_validator("database_url", "listen_database_url")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
@@ -282,6 +301,11 @@ class Settings(BaseSettings):
     def allowed_host_list(self) -> list[str]:
         """The configured Host names (lower case), blanks dropped."""
         return [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
+
+    @property
+    def fence_key_list(self) -> list[str]:
+        """The configured fence keys, the signing one first, blanks dropped."""
+        return [k.strip() for k in self.fence_keys.split(",") if k.strip()]
 
     @property
     def token_list(self) -> list[str]:
