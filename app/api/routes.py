@@ -68,7 +68,7 @@ from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
-from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unavailable
+from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unauthorized, Unavailable
 from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
 from leaseq.model import (
     AllCounts,
@@ -632,7 +632,10 @@ async def get_lead(
     a lead not yet ended answers 503."""
     access.reads_lead(principal, await runtime.queue.get(lead_id))  # before anyone waits
     gone = request.is_disconnected if wait_s > 0 else None
-    return LeadOut.of(await runtime.outcomes.outcome(lead_id, wait_s, gone=gone))
+    lead = await runtime.outcomes.outcome(lead_id, wait_s, gone=gone)
+    if wait_s > 0 and principal.key is not None and not await runtime.tokens.live(principal.key):
+        raise Unauthorized("the token was revoked or expired while the request waited")
+    return LeadOut.of(lead)
 
 
 @router.post(
