@@ -45,6 +45,8 @@ OPERATION_IDS = {
     ("POST", "/sweep"): "sweep",
     ("GET", "/sessions/{session}/stats"): "getSessionStats",
     ("GET", "/stats"): "getStats",
+    ("GET", "/sessions/{session}/scaling"): "getScaling",
+    ("GET", "/scaling"): "getScalingAll",
     ("GET", "/sessions/{session}/report"): "getReport",
     ("GET", "/sessions/{session}/settings"): "getSettings",
     ("PUT", "/sessions/{session}/settings"): "putSettings",
@@ -248,7 +250,8 @@ def problem(status: int, code: str) -> dict[str, Any]:
 def test_the_check_refuses_what_the_document_does_not_describe() -> None:
     check = openapi_check.conformance(DOCUMENT).check
     check(answer("POST", "/renew", 409, problem(409, "lease_lost")))
-    check(answer("POST", "/renew", 200, {"expires_at": "2030-01-01T00:00:00Z", "ttl_s": 30.0}))
+    renewed = {"expires_at": "2030-01-01T00:00:00Z", "ttl_s": 30.0, "fence": "1.1.1.0.x"}
+    check(answer("POST", "/renew", 200, renewed))
     refused = [
         answer("POST", "/renew", 404, problem(404, "not_found")),  # a status not described
         answer("POST", "/renew", 409, problem(409, "no_such_code")),  # a code not in the enum
