@@ -619,7 +619,7 @@ class Queue:
         [answer] = await self._renew([item], now, batch=False)
         if not answer.ok or answer.expires_at is None or answer.ttl_s is None:
             raise await self._why_lost(lead_id, token, now)
-        return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s)
+        return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s, attempt=answer.attempt)
 
     async def _why_lost(self, lead_id: int, token: str, now: datetime | None) -> LeaseLost:
         """The refusal of a renewal, with its reason when the lease ended at its maximum
@@ -704,7 +704,11 @@ class Queue:
                     mine.append(ItemResult(lead_id, False, code=LeaseLost.code))
                 else:
                     expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
-                    mine.append(ItemResult(lead_id, True, expires_at=expires_at, ttl_s=ttl))
+                    mine.append(
+                        ItemResult(
+                            lead_id, True, expires_at=expires_at, ttl_s=ttl, attempt=row["attempt"]
+                        )
+                    )
             answers.append((mine, held))
         return answers
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
+from app.domain.fences import Fences
 from app.domain.outcome import Outcomes
 from app.domain.queue import Queue
 from app.domain.schedules import Schedules
@@ -53,6 +54,7 @@ class Runtime:
     tokens: Tokens
     outcomes: Outcomes
     schedules: Schedules
+    fences: Fences
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -78,7 +80,7 @@ class Runtime:
             default_max_queued=settings.max_queued,
             quota_retry_after_s=settings.quota_retry_after_s,
         )
-        leasing = Leasing(queue)
+        leasing = Leasing(queue, fair_by=settings.fair_by)
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
@@ -98,8 +100,19 @@ class Runtime:
             max_payload_bytes=settings.max_payload_bytes,
         )
         readiness = Readiness(db, recovery)
+        fences = Fences(db, settings.fence_key_list)
         return cls(
-            settings, db, queue, leasing, listener, recovery, readiness, tokens, outcomes, schedules
+            settings,
+            db,
+            queue,
+            leasing,
+            listener,
+            recovery,
+            readiness,
+            tokens,
+            outcomes,
+            schedules,
+            fences,
         )
 
     async def start(self) -> None:

@@ -201,3 +201,62 @@ def test_change_a_sessions_weight_and_pause_it_for_a_minute(
         assert paused is not None and not paused.startswith("9999")  # for a while, not for ever
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard-session-settings.png"), full_page=True)
+
+
+def graph(page: Any) -> tuple[dict[int, str], set[tuple[int, int]]]:
+    """The lead graph's nodes (id: status) and edges (from, to), as drawn."""
+    drawn = page.evaluate(
+        """() => ({
+            nodes: Array.from(document.querySelectorAll('#lead-graph g[data-lead]'))
+                .map((g) => [Number(g.dataset.lead), g.dataset.status]),
+            edges: Array.from(document.querySelectorAll('#lead-graph line'))
+                .map((l) => [Number(l.dataset.from), Number(l.dataset.to)]),
+        })"""
+    )
+    return dict(drawn["nodes"]), {(a, b) for a, b in drawn["edges"]}
+
+
+def test_a_diamond_of_dependencies_on_a_leads_page(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with service.client() as http:
+
+        def push(after: list[int]) -> int:
+            answer = http.post(
+                f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {}, "after": after}]}
+            )
+            assert answer.status_code == 201, answer.text
+            lead_id: int = answer.json()["ids"][0]
+            return lead_id
+
+        top = push([])
+        left, right = push([top]), push([top])
+        bottom = push([left, right])
+        [held] = http.post("/lease", json={"session": SESSION, "owner": "w", "max": 1}).json()[
+            "leases"
+        ]
+        assert held["lead"]["id"] == top
+        done = {"lead_id": top, "token": held["token"], "status": "done"}
+        assert http.post("/complete", json=done).status_code == 200
+        diamond = {(top, left), (top, right), (left, bottom), (right, bottom)}
+
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        # From the session's row to its leads, to the bottom lead's page: no URL, no id typed.
+        page.click(f'#sessions tbody tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+        page.click(f'#session-leads tr[data-lead="{bottom}"] a', timeout=WAIT_MS)
+        page.wait_for_selector(f'#lead-graph[data-lead="{bottom}"]', timeout=WAIT_MS)
+        nodes, edges = graph(page)
+        assert nodes == {top: "done", left: "queued", right: "queued", bottom: "queued"}
+        assert edges == diamond
+
+        # Up the graph by its own links: the top lead's page shows the same diamond below it.
+        page.click(f'#lead-graph g[data-lead="{top}"] a')
+        page.wait_for_selector(f'#lead-graph[data-lead="{top}"]', timeout=WAIT_MS)
+        nodes, edges = graph(page)
+        assert set(nodes) == {top, left, right, bottom} and edges == diamond
+        centre = page.locator(f'#lead-graph g[data-lead="{top}"]').get_attribute("class")
+        assert centre == "done center"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-lead-graph.png"), full_page=True)

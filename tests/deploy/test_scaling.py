@@ -52,6 +52,7 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False),
     "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
     "stats": lambda: text("stats"),
+    "completions": lambda: text("completions"),
     "lease_limited": lambda: text("lease_limited", ledger=True),
     "lease_limited, ledger off": lambda: text("lease_limited", ledger=False),
     "lock_settings": lambda: text("lock_settings"),
@@ -121,6 +122,7 @@ REFERENCE = (
     "watch",
     "unwatch",
     "config_put",
+    "fence_key",
     "forget_stale_watches",
 )
 # A few leads by id, of any session: which session a scoped token's lead is in, and the leads a
@@ -174,6 +176,10 @@ PARAMETERS: dict[str, Any] = {
     "max_runtime_s": None,
     "max_queued": None,
     "api_token": None,
+    "window_s": 60.0,
+    "generated": "k",
+    "after_id": 0,
+    "head_id": 10,
     "name": "max_queued",
     "value": "10",
     "for_s": 60.0,
@@ -201,6 +207,7 @@ def statement_names() -> set[str]:
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
+    session_scoped |= {"completions"}
     session_scoped |= {"push_rows", "throttle_session"}
     session_scoped |= {"lease_keyed", "complete_and_lease", "lease_together"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
@@ -210,6 +217,9 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
     cross = {
         "stats_all",
+        "completions_all",
+        "ledger_head",
+        "lease_seconds",
         "paused_all",
         "blocked",
         "prune",

@@ -200,7 +200,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
@@ -229,7 +229,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
@@ -253,7 +253,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT * FROM renewed;
 
@@ -270,7 +270,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT * FROM renewed;
 

@@ -23,6 +23,8 @@ from app.store.statements.dependencies import (
     dependency_targets,
     dependents,
 )
+from app.store.statements.fairness import lease_seconds, ledger_head
+from app.store.statements.fences import fence_key
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
     MAX_SPAN_S,
@@ -95,6 +97,7 @@ from app.store.statements.reads import (
     stats,
     stats_all,
 )
+from app.store.statements.scaling import completions, completions_all
 from app.store.statements.schedules import (
     schedule_advance,
     schedule_delete,
@@ -167,6 +170,8 @@ __all__ = [
     "complete_and_lease",
     "complete_many",
     "completed_already",
+    "completions",
+    "completions_all",
     "config_put",
     "db_now",
     "dependency_targets",
@@ -174,6 +179,7 @@ __all__ = [
     "existing_keys",
     "expiring",
     "failures",
+    "fence_key",
     "fold_counts",
     "forget_frees",
     "forget_stale_watches",
@@ -188,7 +194,9 @@ __all__ = [
     "lease_keyed",
     "lease_limited",
     "lease_next",
+    "lease_seconds",
     "lease_together",
+    "ledger_head",
     "list_leads",
     "lock_settings",
     "lock_timeout",

@@ -206,7 +206,7 @@ renewed AS (
         updated_at = {NOW}, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}{ONLY_LOCKED if skip_locked else ""}
-    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s, l.attempts AS attempt
 ){answer}"""
 
 
