@@ -5,7 +5,8 @@ The acceptance measurement of docs/beyond.md#fair-share-by-time. One ``leaseq se
 ``slow``, whose leads each take a worker 1 s, and ``fast``, 0.1 s. Eight workers lease with
 no session (``POST /lease`` with neither ``session`` nor ``sessions``: any session), hold
 the lead for its session's time (an asyncio sleep: a handler that waits), and complete it.
-Over ``--seconds`` of each run, the worker-time each session took is added up: it should
+Over ``--seconds`` of each run, the worker-time each session took (from a lease's answer to
+its completion's answer, as the service measures a lease on its clock) is added up: it should
 be 50% ± 10% each with equal weights, and 75% ± 10% for the session of weight 3 with
 weights 3:1. A third run with ``--fair-by count`` (the default) shows what sharing by
 count gives the same load: the slow session takes about ten elevenths of the time.
@@ -55,6 +56,10 @@ def fill(url: str, seconds: float, weights: dict[str, float]) -> None:
         conn.execute("VACUUM ANALYZE leads")
 
 
+def lead_id(lease: dict[str, Any]) -> int:
+    return int(lease["lead"]["id"])
+
+
 async def workers(base_url: str, seconds: float) -> dict[str, float]:
     """Eight workers for ``seconds``: the worker-seconds each session's leads took."""
     busy = dict.fromkeys(DURATIONS, 0.0)
@@ -71,12 +76,13 @@ async def workers(base_url: str, seconds: float) -> dict[str, float]:
                 await asyncio.sleep(0.01)
                 continue
             session = lease["lead"]["session"]
-            began = time.monotonic()
+            began = time.monotonic()  # the worker holds the lead from its lease's answer...
             await asyncio.sleep(DURATIONS[session])
+            done = {"lead_id": lead_id(lease), "token": lease["token"]}
+            (await client.post("/complete", json=done)).raise_for_status()
+            # ...to its completion's answer: the time the lead took the worker.
             busy[session] += min(time.monotonic(), ends) - min(began, ends)
             leases[session] += 1
-            done = {"lead_id": lease["lead"]["id"], "token": lease["token"]}
-            (await client.post("/complete", json=done)).raise_for_status()
 
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
         await asyncio.gather(*(work(n, client) for n in range(WORKERS)))
