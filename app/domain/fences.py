@@ -42,12 +42,23 @@ class Fences:
         return self._keys
 
     async def _load(self) -> list[str]:
+        """The keys, read first and written only when the database does not have them yet:
+        on a Citus cluster ``leaseq_config`` is a reference table, whose writes need every
+        node, so a process started while a worker node is stopped still signs the leases of
+        the other nodes' sessions (docs/scaling.md, "A stopped worker node")."""
+        stored = {
+            row["name"]: row["value"]
+            for row in await self.db.rows(statements.config_get(names=["fence_key", "fence_keys"]))
+        }
         keys = self.configured
-        if not keys:
+        if not keys and "fence_key" in stored:
+            keys = [stored["fence_key"]]
+        elif not keys:
             generated = secrets.token_urlsafe(GENERATED_KEY_BYTES)
             [row] = await self.db.rows(statements.fence_key(generated=generated))
             keys = [row["value"]]
-        await self.db.rows(statements.config_put(name="fence_keys", value=",".join(keys)))
+        if stored.get("fence_keys") != ",".join(keys):
+            await self.db.rows(statements.config_put(name="fence_keys", value=",".join(keys)))
         return keys
 
     async def sign(self, lead_id: int, attempt: int, expires_at: datetime) -> str:

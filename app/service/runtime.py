@@ -38,6 +38,7 @@ from app.leasing.entry import Leasing
 from app.service.maintenance import Pruner, Readiness, Recovery, Scheduler, Sweeper
 from app.store.listener import Listener
 from app.store.pool import Database
+from leaseq.errors import Unavailable
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -121,6 +122,10 @@ class Runtime:
         metrics.POOL.labels("size").inc(self.db.size)
         self._spawn(self.listener.run(), "leaseq-listener")
         await self.recovery.once()
+        # The fence keys, read (or made, on a new database) before the first lease: made later,
+        # on a cluster with a worker node stopped, their write would fail every session's.
+        with contextlib.suppress(Unavailable):
+            await self.fences.keys()
         sweeper = Sweeper(self.queue, self.recovery, self.settings.sweep_interval_s)
         self._spawn(sweeper.run(), "leaseq-sweeper")
         pruner = Pruner(

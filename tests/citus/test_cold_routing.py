@@ -39,11 +39,12 @@ from tests.support import leasing_of
 from tests.support.serving import Service, Services, until
 
 # What the maintenance loops send (they read every session by design: the sessions the
-# promoter, the sweeper and the pruner would change), and the writes of reference tables (a
-# watch of an outcome wait, an operator's audit row: rows of every node by design).
+# promoter, the sweeper and the pruner would change; the scheduler's look), and the writes of
+# reference tables (a watch of an outcome wait, an operator's audit row, the settings the
+# service keeps in leaseq_config as it starts: rows of every node by design).
 BACKGROUND = re.compile(
     r"^(SELECT DISTINCT session FROM|INSERT INTO lead_waits|DELETE FROM lead_waits"
-    r"|INSERT INTO operator_actions)|\bFROM schedules\b"
+    r"|INSERT INTO operator_actions)|\bFROM schedules\b|\bleaseq_config\b"
 )
 # The pruner's last statement of a pass: the first pass runs as the service starts.
 PRUNED = "DELETE FROM lead_waits WHERE until <"
@@ -308,8 +309,21 @@ async def verb_get(cold: Cold) -> Callable[[httpx.Client], Any]:
 
 async def verb_get_waiting(cold: Cold) -> Callable[[httpx.Client], Any]:
     [(lead_id, token)] = await cold.lease()
-    await cold.queue.complete(lead_id, token)  # ended: the wait answers at once
-    return lambda c: ok(c.get(f"/leads/{lead_id}", params={"wait_s": 5}))
+
+    def waiting(client: httpx.Client) -> None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            waiter = pool.submit(client.get, f"/leads/{lead_id}", params={"wait_s": 20}, timeout=40)
+            # The lead ends while the wait waits (or before: then it answers at once).
+            asyncio.run(_complete_other_loop(cold.url, lead_id, token))
+            assert ok(waiter.result()).json()["status"] == "done"
+
+    return waiting
+
+
+async def _complete_other_loop(url: str, lead_id: int, token: str) -> None:
+    db = Database.from_settings(Settings(database_url=url), pool_size=1)
+    async with db:
+        await Queue(db).complete(lead_id, token)
 
 
 async def verb_events(cold: Cold) -> Callable[[httpx.Client], Any]:
@@ -366,7 +380,6 @@ VERBS: dict[str, Callable[[Cold], Awaitable[Callable[[httpx.Client], Any]]]] = {
 NOT_YET = {
     "push-after": "add_dependencies writes the edges and the parents in CTEs, planned apart",
     "lease-keyed": "idempotency_keys is distributed by its key, not by the session",
-    "get-waiting": "watched reads the watched leads by id alone, on every shard",
 }
 
 

@@ -122,6 +122,7 @@ REFERENCE = (
     "watch",
     "unwatch",
     "config_put",
+    "config_get",
     "fence_key",
     "forget_stale_watches",
 )

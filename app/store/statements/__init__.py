@@ -82,7 +82,7 @@ from app.store.statements.outcomes import (
     watched,
 )
 from app.store.statements.parking import PARK_MARGIN, forget_frees, tend_keys, unpark_session
-from app.store.statements.quota import QUOTA_SQLSTATE, config_put
+from app.store.statements.quota import QUOTA_SQLSTATE, config_get, config_put
 from app.store.statements.reads import (
     autovacuum,
     db_now,
@@ -172,6 +172,7 @@ __all__ = [
     "completed_already",
     "completions",
     "completions_all",
+    "config_get",
     "config_put",
     "db_now",
     "dependency_targets",
