@@ -6,6 +6,7 @@ The limits of the wire are not settings: they live in ``leaseq.limits``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field, field_validator
@@ -36,32 +37,64 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LEASEQ_", extra="ignore")
 
     database_url: str | None = Field(
-        default=None, description="PostgreSQL URL; unset means an embedded PostgreSQL in data_dir."
+        default=None,
+        description=(
+            "PostgreSQL URL (`postgresql://…`). Unset: an embedded PostgreSQL in "
+            "`LEASEQ_DATA_DIR`, started and stopped with the service."
+        ),
     )
     listen_database_url: str | None = Field(
         default=None,
-        description="A direct connection for LISTEN when database_url goes through a pooler.",
+        description=(
+            "A direct connection for `LISTEN` when `LEASEQ_DATABASE_URL` goes through a "
+            "pooler such as PgBouncer in transaction mode (and for `serve --migrate` then). "
+            "See PgBouncer (docs/guides/pgbouncer.md#pgbouncer)."
+        ),
     )
     database_pooled: bool | None = Field(
         default=None,
         description=(
-            "database_url goes through a transaction-mode pooler (PgBouncer): no session state "
-            "on it (no startup options, no LISTEN) and no prepared statements unless "
-            "database_prepared_statements says otherwise. Unset: pooled when "
-            "listen_database_url is set (a direct URL besides database_url means a pooler)."
+            "`LEASEQ_DATABASE_URL` goes through a transaction-mode pooler: no session state "
+            "on it (no startup options, so `LEASEQ_STATEMENT_TIMEOUT_MS` does not apply; no "
+            "`LISTEN`, which then needs `LEASEQ_LISTEN_DATABASE_URL` or falls back to the "
+            "slow poll) and no prepared statements. A pooler nobody mentioned never costs a "
+            "5xx: when it refuses the startup options or loses a prepared statement, the "
+            "service turns both off for its pool, retries, and logs one warning. Unset: "
+            "`true` when `LEASEQ_LISTEN_DATABASE_URL` is set, else `false`."
         ),
     )
     database_prepared_statements: bool | None = Field(
         default=None,
         description=(
-            "Let psycopg prepare statements it runs often; unset: on, except when "
-            "database_pooled (a pooler in transaction mode without prepared-statement support)."
+            "Let psycopg prepare statements it runs often. `true` behind a pooler that tracks"
+            " them (PgBouncer 1.21+ with `max_prepared_statements`), never behind one that "
+            "does not: there a server connection may hold another client's statement under "
+            "the same name. The service turns them off at the first sign of that (a lost, "
+            "doubled or mismatched prepared statement), but a statement of the very same "
+            "shape would not show it. Unset: on, off when pooled."
         ),
     )
-    data_dir: Path = Field(default_factory=default_data_dir)
-    lease_ttl_s: float = Field(default=DEFAULT_LEASE_TTL_S, gt=0, le=MAX_TTL_S)
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description=(
+            "Where the embedded PostgreSQL keeps its data. Unset: the user data folder + "
+            "`leaseq/pgdata` (Linux: `~/.local/share/leaseq/pgdata`)."
+        ),
+    )
+    lease_ttl_s: float = Field(
+        default=DEFAULT_LEASE_TTL_S,
+        gt=0,
+        le=MAX_TTL_S,
+        description="Lease seconds when a worker asks for none (up to 3600).",
+    )
     api_tokens: str = Field(
-        default="", description="Comma-separated bearer tokens; empty means no auth."
+        default="",
+        description=(
+            "Comma-separated bearer tokens with full access; when set, every endpoint but "
+            "`/healthz` and `/readyz` wants `Authorization: Bearer <token>`, one of these or "
+            "a scoped token (see Who may do what "
+            "(docs/guides/tokens.md#who-may-do-what-scoped-tokens)). Empty: no auth."
+        ),
     )
     token_recheck_s: float = Field(
         default=5.0,
@@ -69,49 +102,78 @@ class Settings(BaseSettings):
         le=60,
         description=(
             "Seconds a process trusts a scoped token it checked before reading it again: the "
-            "longest a revocation whose NOTIFY was lost takes to bind (docs/security.md)."
+            "longest a revocation whose `NOTIFY` it missed takes to bind there (up to 60)."
         ),
     )
     allowed_hosts: str = Field(
         default="",
         description=(
-            "Comma-separated Host names served without API tokens besides loopback ones "
-            "(DNS rebinding); `*` serves any. Ignored when API tokens are set."
+            "Without API tokens, the `Host` names served besides loopback ones (`localhost`, "
+            "`127.0.0.1`, `[::1]`, any port), comma-separated; `*` serves any. Others get 403"
+            " `forbidden`, so a web page cannot reach the service by DNS rebinding. Also "
+            "`leaseq serve --allowed-hosts`."
         ),
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    workers: int = Field(default=1, ge=1)
+    host: str = Field(default="127.0.0.1", description="Address to listen on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")
+    workers: int = Field(default=1, ge=1, description="Server processes.")
     ledger: bool = Field(
-        default=True, description="Write lead_events rows; off trades the audit log for speed."
+        default=True, description="Write the `lead_events` audit log; `false` trades it for speed."
     )
     group_commit: bool = Field(
         default=True,
         description=(
-            "Renewals, completions and leases of one session that arrive while a statement of "
-            "their kind runs go together as the next one (one statement for many requests)."
+            "Group commit: renewals, completions and leases of one session that arrive while "
+            "a statement of their kind runs in the process wait for it, then go together as "
+            "one statement; each request still gets its own answer. A request that finds "
+            "nothing of its kind running goes at once. `false` (`leaseq serve "
+            "--no-group-commit`) sends one statement per request. See "
+            "docs/design.md#group-commit."
         ),
     )
     tracing: bool = Field(
         default=False,
         description=(
-            "Start an OpenTelemetry server span per request, a child of its traceparent header "
-            "(FastAPI's own hooks; the spans go to the process's tracer provider)."
+            "The service's own OpenTelemetry spans: `true` (or `on`; `leaseq serve "
+            "--tracing`) starts a server span per request, named after its route (`POST "
+            "/lease`), a child of the request's `traceparent` header; a lease's span links to"
+            " its leads' traces. They go to the tracer provider the process has set up "
+            "(`opentelemetry-instrument leaseq serve`, or `FASTAPI_OTEL_AUTO_CONFIGURE=true` "
+            "with `OTEL_EXPORTER_OTLP_ENDPOINT` and `opentelemetry-sdk` plus "
+            "`opentelemetry-exporter-otlp-proto-http` installed). `false`: none, whatever "
+            "provider is set up. See Trace context (docs/guides/tracing.md#trace-context)."
         ),
     )
-    sweep_interval_s: float = Field(default=5.0, gt=0)
-    pool_size: int = Field(default=10, ge=1)
-    pool_timeout_s: float = Field(default=5.0, gt=0)
-    statement_timeout_ms: int = Field(default=10_000, ge=0)
-    connect_timeout_s: int = Field(default=5, ge=1)
-    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    sweep_interval_s: float = Field(
+        default=5.0, gt=0, description="Seconds between background sweeps of expired leases."
+    )
+    pool_size: int = Field(default=10, ge=1, description="Database connections per server process.")
+    pool_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds to wait for a free connection before answering 503 `unavailable`.",
+    )
+    statement_timeout_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="PostgreSQL `statement_timeout` of every connection (0: none).",
+    )
+    connect_timeout_s: int = Field(
+        default=5, ge=1, description="Seconds to wait for a new database connection."
+    )
+    max_body_bytes: int = Field(
+        default=DEFAULT_MAX_BODY_BYTES,
+        ge=1024,
+        description="Largest request body; larger ones get 413 `payload_too_large`.",
+    )
     head_timeout_s: float = Field(
         default=10.0,
         gt=0,
         allow_inf_nan=False,
         description=(
             "Seconds a request head (request line and headers) may take to arrive, from its "
-            "first byte; a slower one gets 408 and its connection is closed."
+            "first byte; a slower one gets 408 `unavailable` and its connection is closed. A "
+            "head over 64 KiB gets 431 `payload_too_large`."
         ),
     )
     body_timeout_s: float = Field(
@@ -119,8 +181,10 @@ class Settings(BaseSettings):
         gt=0,
         allow_inf_nan=False,
         description=(
-            "Seconds a request body may take to arrive, from the end of its head; a slower one "
-            "gets 408, the request is not run, and its connection is closed."
+            "Seconds a request body may take to arrive after its head; a slower one gets 408 "
+            "`unavailable`, the request is not run, and its connection is closed. When a "
+            "process is full, a connection still sending its request after a second goes "
+            "first (see docs/design.md#slow-and-hostile-clients-appapihttp_connectionspy)."
         ),
     )
     max_waiters: int = Field(
@@ -129,25 +193,34 @@ class Settings(BaseSettings):
     max_outcome_waiters: int = Field(
         default=1000,
         ge=0,
-        description="Requests waiting for a lead's outcome (GET /leads/{id}?wait_s) per process.",
+        description=(
+            "Requests waiting for a lead's outcome (`GET /leads/{id}?wait_s`) held at once "
+            "per process."
+        ),
     )
     poll_interval_s: float = Field(
         default=1.5,
         gt=0,
         description=(
-            "A waiting lease re-tries, and a request waiting for an outcome looks again, this "
-            "often even without NOTIFY."
+            "A waiting lease retries, and a request waiting for an outcome looks again, this "
+            "often even without a `NOTIFY`."
         ),
     )
     max_payload_bytes: int = Field(
         default=DEFAULT_MAX_PAYLOAD_BYTES,
         ge=1,
-        description="Largest payload of a lead, and result of a completion, as compact JSON.",
+        description=(
+            "Largest lead payload, and completion result, as compact JSON; larger ones get "
+            "422 `validation_error`."
+        ),
     )
     prune_after_s: float | None = Field(
         default=None,
         gt=0,
-        description="Delete terminal leads unchanged this long (background pruner); unset: keep.",
+        description=(
+            "Background pruner: delete done, failed and cached leads unchanged this many "
+            "seconds (docs/guides/retention.md). Unset: keep them."
+        ),
     )
     prune_interval_s: float = Field(
         default=60.0, gt=0, description="Seconds between runs of the background pruner."
@@ -156,8 +229,8 @@ class Settings(BaseSettings):
         default=DEFAULT_IDEMPOTENCY_TTL_S,
         gt=0,
         description=(
-            "Seconds an Idempotency-Key of a push or lease is remembered at least (the "
-            "background pruner forgets older ones)."
+            "Seconds an `Idempotency-Key` of a push or lease is remembered at least; the "
+            "background pruner forgets older ones."
         ),
     )
 
@@ -176,6 +249,24 @@ class Settings(BaseSettings):
         ge=1,
         le=3600,
         description="The Retry-After, in seconds, of a push refused for max_queued.",
+    )
+
+    fair_by: Literal["count", "time"] = Field(
+        default="count",
+        description=(
+            "How a lease across sessions shares the workers by weight: by the number of "
+            "leases (count), or by the time they last, from lease to end on the database "
+            "clock (time: docs/beyond.md#fair-share-by-time)."
+        ),
+    )
+    fence_keys: str = Field(
+        default="",
+        description=(
+            "Comma-separated keys of the leases' fences (HMAC-SHA256): the first signs, every "
+            "one verifies (a rotation lists the new key first and keeps the old one until its "
+            "last lease has expired). Unset: a key the service makes once and keeps in the "
+            "database (docs/beyond.md#fences)."
+        ),
     )
 
     @field_validator("database_url", "listen_database_url")
@@ -210,6 +301,11 @@ class Settings(BaseSettings):
     def allowed_host_list(self) -> list[str]:
         """The configured Host names (lower case), blanks dropped."""
         return [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
+
+    @property
+    def fence_key_list(self) -> list[str]:
+        """The configured fence keys, the signing one first, blanks dropped."""
+        return [k.strip() for k in self.fence_keys.split(",") if k.strip()]
 
     @property
     def token_list(self) -> list[str]:

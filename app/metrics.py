@@ -37,7 +37,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from leaseq.model import FINAL_STATUSES, STATUSES, AllCounts, Counts, SweepResult
+from leaseq.model import FINAL_STATUSES, STATUSES, AllCounts, Counts, Scaling, SweepResult
 
 __all__ = [
     "AUTOVACUUM",
@@ -209,6 +209,33 @@ def oldest_available_family(
     return family
 
 
+def scaling_families(
+    stats: AllCounts, sessions: dict[str, Scaling], fleet: Scaling, max_sessions: int = MAX_SESSIONS
+) -> list[GaugeMetricFamily]:
+    """``leaseq_completions_per_second{session}`` and ``leaseq_suggested_workers{session}``
+    (docs/beyond.md#a-signal-to-scale-on) for the sessions of ``leaseq_leads`` (not
+    ``_other``), and for the fleet of them all as session ``*``."""
+    rate = GaugeMetricFamily(
+        "leaseq_completions_per_second",
+        "Leads finished per second over the last minute, by session (* : every session).",
+        labels=["session"],
+    )
+    workers = GaugeMetricFamily(
+        "leaseq_suggested_workers",
+        "Workers enough to finish the session's backlog and leads in flight within 60 s at "
+        "the last minute's rate per worker (* : one pool for every session). Scale on it.",
+        labels=["session"],
+    )
+    for name, _ in _shown(stats, max_sessions):
+        signal = sessions.get(name)
+        if signal is not None:
+            rate.add_metric([name], signal.completions_per_s)
+            workers.add_metric([name], signal.suggested_workers)
+    rate.add_metric([fleet.session], fleet.completions_per_s)
+    workers.add_metric([fleet.session], fleet.suggested_workers)
+    return [rate, workers]
+
+
 class _Snapshot:
     """A collector that yields families built for one scrape."""
 
@@ -219,12 +246,15 @@ class _Snapshot:
         return self.families
 
 
-def render(stats: AllCounts | None = None) -> bytes:
+def render(
+    stats: AllCounts | None = None, scaling: tuple[dict[str, Scaling], Scaling] | None = None
+) -> bytes:
     """Every metric in the Prometheus text format (of every process when multiprocess).
 
     ``stats`` (``Queue.stats_all``) adds ``leaseq_leads`` and
     ``leaseq_oldest_available_age_seconds``; None leaves them out (the database did
-    not answer).
+    not answer). ``scaling`` (each session's signal and the fleet's) adds
+    ``leaseq_completions_per_second`` and ``leaseq_suggested_workers``.
     """
     directory = os.environ.get(MULTIPROC_ENV)
     if directory:
@@ -235,7 +265,10 @@ def render(stats: AllCounts | None = None) -> bytes:
     text = generate_latest(registry)
     if stats is not None:
         snapshot = CollectorRegistry(auto_describe=False)
-        snapshot.register(_Snapshot([leads_family(stats), oldest_available_family(stats)]))
+        families = [leads_family(stats), oldest_available_family(stats)]
+        if scaling is not None:
+            families += scaling_families(stats, *scaling)
+        snapshot.register(_Snapshot(families))
         text += generate_latest(snapshot)
     return text
 

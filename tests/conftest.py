@@ -44,8 +44,10 @@ CITUS_ENV = "LEASEQ_TEST_CITUS"  # "1": every test's database is on a Citus clus
 _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
 # The tiers of a run given no paths. The others (deploy: processes, PgBouncer, the deployment
 # files; citus: a cluster; clients: Node and Go; chaos) run with --run-slow, as CI runs them,
-# or when named.
+# or when named. Such a run leaves out the tests that drive Chromium, Node, Go or a bash
+# worker (marked ``tools``, or asking for a browser) too.
 DEFAULT_TIERS = ("unit", "integration", "api")
+BROWSER_FIXTURES = {"browser", "chromium_program"}
 _tiers_left_out = pytest.StashKey[dict[str, int]]()  # tier -> its tests this run left out
 
 
@@ -75,9 +77,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     if _default_tiers_only(config):
         lines.append(
-            f"tiers: {', '.join(DEFAULT_TIERS)} (name another, or add {RUN_SLOW} for every tier)"
+            f"tiers: {', '.join(DEFAULT_TIERS)}, less the tests of tools "
+            f"(name a path, or add {RUN_SLOW} for every test)"
         )
     return lines
+
+
+def _outside_the_default(item: pytest.Item) -> str | None:
+    """Why a run given no paths leaves the test out: its tier, or "tools"; None: it runs."""
+    tier = _tier(item)
+    if tier not in DEFAULT_TIERS:
+        return tier
+    uses = getattr(item, "fixturenames", ())
+    if item.get_closest_marker("tools") is not None or BROWSER_FIXTURES & set(uses):
+        return "tools"
+    return None
 
 
 def _tier(item: pytest.Item) -> str:
@@ -88,7 +102,7 @@ def _tier(item: pytest.Item) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without --run-slow, deselect the tests marked slow, and in a run given no paths those
-    outside ``DEFAULT_TIERS`` (the summary counts both)."""
+    outside ``DEFAULT_TIERS`` or driving other programs (the summary counts both)."""
     if _slow_included(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
@@ -97,13 +111,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
         config.stash[_left_out] = len(slow)
     if _default_tiers_only(config):
-        other = [item for item in items if _tier(item) not in DEFAULT_TIERS]
+        other = [item for item in items if _outside_the_default(item) is not None]
         if other:
             config.hook.pytest_deselected(items=other)
-            items[:] = [item for item in items if _tier(item) in DEFAULT_TIERS]
+            items[:] = [item for item in items if _outside_the_default(item) is None]
             tiers: dict[str, int] = {}
             for item in other:
-                tiers[_tier(item)] = tiers.get(_tier(item), 0) + 1
+                why = _outside_the_default(item) or ""
+                tiers[why] = tiers.get(why, 0) + 1
             config.stash[_tiers_left_out] = tiers
 
 
@@ -118,8 +133,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if tiers:
         counted = ", ".join(f"{tier} {n}" for tier, n in sorted(tiers.items()))
         terminalreporter.write_line(
-            f"{sum(tiers.values())} tests of other tiers left out (deselected: {counted}): "
-            f"python -m pytest {RUN_SLOW} runs every tier, python -m pytest tests/<tier> one"
+            f"{sum(tiers.values())} tests of other tiers or tools left out (deselected: "
+            f"{counted}): python -m pytest {RUN_SLOW} runs them all, a path named runs its own"
         )
 
 

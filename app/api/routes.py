@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -27,6 +28,7 @@ from app.api.access import Access, Where
 from app.api.front_door import FrontDoorRoute
 from app.api.problems import ProblemResponse, responses, unavailable
 from app.api.schemas import (
+    AllScalingOut,
     AllStatsOut,
     BatchOut,
     CompleteBatchIn,
@@ -50,6 +52,7 @@ from app.api.schemas import (
     RenewOut,
     ReportOut,
     RetriedOut,
+    ScalingOut,
     ScheduleIn,
     ScheduleOut,
     SchedulesOut,
@@ -60,12 +63,12 @@ from app.api.schemas import (
     TraceparentHeader,
 )
 from app.dashboard import page
-from app.domain import overview, report, timeline, validation
+from app.domain import overview, report, scaling, timeline, validation
 from app.domain.access import Action, Principal
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
-from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unavailable
+from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unauthorized, Unavailable
 from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
 from leaseq.model import (
     AllCounts,
@@ -74,6 +77,7 @@ from leaseq.model import (
     Lease,
     NewLead,
     RenewItem,
+    Scaling,
     SessionSettings,
     SweepResult,
 )
@@ -244,7 +248,7 @@ async def _leases(
     """The leases of a lease request (scoped already), asked by /lease or by a completion's
     ``next``."""
     leases = await runtime.leasing.lease(leasing, gone=_gone(leasing, request))
-    return _handed_out(leases, runtime, principal)
+    return await _handed_out(leases, runtime, principal)
 
 
 def _gone(leasing: LeaseRequest, request: Request) -> Callable[[], Awaitable[bool]] | None:
@@ -253,9 +257,15 @@ def _gone(leasing: LeaseRequest, request: Request) -> Callable[[], Awaitable[boo
     return request.is_disconnected if leasing.wait_s > 0 else None
 
 
-def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> list[Lease]:
-    """``leases``, counted, remembered for a scoped token (whose later calls name them), and
-    linked from the request's span to their leads' traces when the service traces."""
+async def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> list[Lease]:
+    """``leases``, each with its fence, counted, remembered for a scoped token (whose later
+    calls name them), and linked from the request's span to their leads' traces when the
+    service traces."""
+    fences = runtime.fences
+    leases = [
+        replace(lease, fence=await fences.sign(lease.lead.id, lease.attempt, lease.expires_at))
+        for lease in leases
+    ]
     metrics.LEASES.inc(len(leases))
     if runtime.settings.tracing and leases:
         tracing.link_leads(leases)
@@ -279,6 +289,9 @@ async def renew(body: RenewIn, runtime: RuntimeDep, principal: Leasing) -> Renew
             body.lead_id, body.token, body.ttl_s, checkpoint=body.checkpoint
         )
     metrics.RENEWALS.inc()
+    if renewal.attempt is not None:
+        fence = await runtime.fences.sign(body.lead_id, renewal.attempt, renewal.expires_at)
+        renewal = replace(renewal, fence=fence)
     return RenewOut.of(renewal)
 
 
@@ -293,7 +306,15 @@ async def renew_batch(body: RenewBatchIn, runtime: RuntimeDep, principal: Leasin
         RenewItem(item.lead_id, item.token, item.ttl_s, item.checkpoint) for item in body.items
     ]
     await access.changes_leads(principal, runtime.tokens, [item.lead_id for item in items])
-    results = await runtime.queue.renew_many(items)
+    results = [
+        replace(
+            result,
+            fence=await runtime.fences.sign(result.lead_id, result.attempt, result.expires_at),
+        )
+        if result.ok and result.attempt is not None and result.expires_at is not None
+        else result
+        for result in await runtime.queue.renew_many(items)
+    ]
     renewed = sum(result.ok for result in results)
     metrics.RENEWALS.inc(renewed)
     metrics.LOST_LEASES.labels("renew").inc(len(results) - renewed)
@@ -348,7 +369,7 @@ async def complete(
     metrics.COMPLETIONS.labels(body.status).inc()
     if leasing is None:
         return CompleteOut.of(lead)
-    return CompleteOut.of(lead, _handed_out(leases, runtime, principal))
+    return CompleteOut.of(lead, await _handed_out(leases, runtime, principal))
 
 
 @router.post(
@@ -462,6 +483,45 @@ async def get_stats(queue: QueueDep, principal: ReadingOwn) -> AllStatsOut:
     return AllStatsOut.of(own_counts(principal, await queue.stats_all()))
 
 
+TargetWait = Annotated[
+    float,
+    Query(
+        gt=0,
+        le=scaling.MAX_TARGET_WAIT_S,
+        description="The longest a lead should wait for a worker, in seconds (default 60).",
+    ),
+]
+
+
+@router.get("/sessions/{session}/scaling", tags=["operators"], operation_id="getScaling")
+async def get_scaling(
+    session: SessionPath,
+    queue: QueueDep,
+    principal: ReadingSession,
+    target_wait_s: TargetWait = scaling.DEFAULT_TARGET_WAIT_S,
+) -> ScalingOut:
+    """The signal to scale the session's workers on: its backlog, the leads it holds, the age
+    of its oldest available lead, its completions per second over the last minute, and the
+    workers that would finish its backlog within `target_wait_s` (docs/beyond.md). The
+    shape KEDA's metrics-api scaler reads. Cheap: no read scans the backlog."""
+    return ScalingOut.of(await scaling.session_scaling(queue, session, target_wait_s))
+
+
+@router.get("/scaling", tags=["operators"], operation_id="getScalingAll")
+async def get_scaling_all(
+    queue: QueueDep,
+    principal: ReadingOwn,
+    target_wait_s: TargetWait = scaling.DEFAULT_TARGET_WAIT_S,
+) -> AllScalingOut:
+    """The signal of every session with leads, and of the fleet (`total`, session `*`): one
+    pool of workers leasing from all of them. A scoped token sees only its own sessions,
+    and their total."""
+    counts = own_counts(principal, await queue.stats_all())
+    completed = await scaling.completed_by_session(queue)
+    sessions, total = scaling.fleet_scaling(counts, completed, target_wait_s)
+    return AllScalingOut.model_validate({"sessions": sessions, "total": total})
+
+
 def own_counts(principal: Principal, counts: AllCounts) -> AllCounts:
     """``counts`` of the token's own sessions only, their total recounted."""
     if principal.everywhere:
@@ -572,7 +632,10 @@ async def get_lead(
     a lead not yet ended answers 503."""
     access.reads_lead(principal, await runtime.queue.get(lead_id))  # before anyone waits
     gone = request.is_disconnected if wait_s > 0 else None
-    return LeadOut.of(await runtime.outcomes.outcome(lead_id, wait_s, gone=gone))
+    lead = await runtime.outcomes.outcome(lead_id, wait_s, gone=gone)
+    if wait_s > 0 and principal.key is not None and not await runtime.tokens.live(principal.key):
+        raise Unauthorized("the token was revoked or expired while the request waited")
+    return LeadOut.of(lead)
 
 
 @router.post(
@@ -737,11 +800,14 @@ async def get_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
     """Prometheus text format: the counters of every server process, and lead counts read
     from the database now (left out while it does not answer); for a scoped token, the
     counts of its own sessions only."""
+    signal: tuple[dict[str, Scaling], Scaling] | None = None
     try:
         stats: AllCounts | None = own_counts(principal, await queue.stats_all())
+        completed = await scaling.completed_by_session(queue)
+        signal = scaling.fleet_scaling(stats, completed) if stats is not None else None
     except Unavailable:
         stats = None
-    return Response(metrics.render(stats), media_type=metrics.CONTENT_TYPE)
+    return Response(metrics.render(stats, signal), media_type=metrics.CONTENT_TYPE)
 
 
 @router.get(

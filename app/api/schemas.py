@@ -75,6 +75,7 @@ from leaseq.model import (
     Lead,
     Lease,
     Renewal,
+    Scaling,
     Schedule,
     SessionSettings,
     Status,
@@ -416,6 +417,14 @@ GRANTED = (
 )
 
 
+FENCE = (
+    "The lease named and signed by the service (`1.<lead>.<attempt>.<expires_at_ms>.<sig>`, "
+    "HMAC-SHA256 by a key of LEASEQ_FENCE_KEYS): pass it to the systems you write to, which "
+    "check it offline (`verify_fence`) or with `SELECT leaseq_fence_current(fence)` "
+    "(docs/beyond.md#fences)."
+)
+
+
 class LeaseOut(Answer):
     lead: LeadOut
     token: str = Field(description="Opaque; renew, complete and release need it.")
@@ -423,6 +432,7 @@ class LeaseOut(Answer):
     owner: str
     expires_at: Timestamp
     ttl_s: float = Field(description=GRANTED)
+    fence: str = Field(description=FENCE)
 
 
 class LeasesOut(Answer):
@@ -472,6 +482,7 @@ class PushOut(Answer):
 class RenewOut(Answer):
     expires_at: Timestamp
     ttl_s: float = Field(description=GRANTED)
+    fence: str = Field(description="The lease's fence with its new expiry. " + FENCE)
 
     @classmethod
     def of(cls, renewal: Renewal) -> RenewOut:
@@ -492,6 +503,9 @@ class ItemOut(Answer):
     )
     code: Annotated[str | None, WithJsonSchema({"type": "string", "enum": [LeaseLost.code]})] = (
         Field(None, description="When not ok: why (the lease is no longer valid).")
+    )
+    fence: Annotated[str | None, WithJsonSchema({"type": "string"})] = Field(
+        None, description="A renewal's, when ok: the lease's fence with its new expiry."
     )
 
     # No return annotation: pydantic would take it for the answer's schema.
@@ -554,6 +568,34 @@ class AllStatsOut(Answer):
     @classmethod
     def of(cls, counts: AllCounts) -> AllStatsOut:
         return cls.model_validate(counts)
+
+
+class ScalingOut(Answer):
+    """The signal to scale workers on (docs/beyond.md#a-signal-to-scale-on), in the shape
+    KEDA's metrics-api scaler reads (`valueLocation: suggested_workers`)."""
+
+    session: str = Field(description="The session; `*` for a fleet's total.")
+    backlog: int = Field(description="Its queued leads (delayed and blocked ones too).")
+    leased: int = Field(description="Its leads leased now.")
+    oldest_available_age_s: float | None = Field(
+        description="Seconds, on the database clock, since its oldest lead that could be "
+        "leased now became available; null when none."
+    )
+    completions_per_s: float = Field(description="Leads finished per second, over the last minute.")
+    suggested_workers: int = Field(
+        description="Workers enough to finish the backlog and the leads in flight within "
+        "target_wait_s at the last minute's rate per worker; 0 when nothing is queued or "
+        "leased."
+    )
+
+    @classmethod
+    def of(cls, scaling: Scaling) -> ScalingOut:
+        return cls.model_validate(scaling)
+
+
+class AllScalingOut(Answer):
+    sessions: dict[str, ScalingOut]
+    total: ScalingOut = Field(description="The fleet: one pool of workers for every session.")
 
 
 class OwnerReportOut(Answer):

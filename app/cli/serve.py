@@ -111,6 +111,15 @@ def serve(
         ),
         show_default=False,
     ),
+    fair_by: str | None = setting_option(
+        "fair_by",
+        metavar="count|time",
+        panel=QUEUE,
+        help=(
+            "How a lease across sessions shares the workers by weight: by leases (count, the "
+            "default) or by the time they last (time)."
+        ),
+    ),
     tracing: bool | None = setting_option(
         "tracing",
         "--tracing/--no-tracing",

@@ -133,6 +133,10 @@ class Outcomes:
             waits=[watch[2] for watch in watches],
         )
 
+        if (await self.queue.db.know_topology()).sharded:
+            await self.queue.db.rows(watch)  # committed (autocommit) before the reads
+            return await self._each_routed(lead_ids)
+
         async def write_then_read(conn: Connection) -> list[Row]:
             await execute(conn, watch)  # committed (autocommit) before
             return await execute(conn, statements.watched(lead_ids=lead_ids))
@@ -141,9 +145,25 @@ class Outcomes:
 
     async def _look(self, key: None, lead_ids: Sequence[int]) -> list[Lead | None]:
         """The settling looks of the waits that began together, in one read."""
+        if (await self.queue.db.know_topology()).sharded:
+            return await self._each_routed(lead_ids)
         return _in_order(
             await self.queue.db.rows(statements.watched(lead_ids=list(lead_ids))), lead_ids
         )
+
+    async def _each_routed(self, lead_ids: Sequence[int]) -> list[Lead | None]:
+        """The watched leads on a cluster, one per id (None: no such lead): each read by
+        ``Queue.get``, routed to its session's shard once the nodes told where it is (the
+        lookups that arrive together share one ask); ``watched``, by ids alone, would reach
+        every shard, and fail for every lead while any node is stopped."""
+
+        async def one(lead_id: int) -> Lead | None:
+            try:
+                return await self.queue.get(lead_id)
+            except NotFound:
+                return None
+
+        return list(await asyncio.gather(*(one(lead_id) for lead_id in lead_ids)))
 
     async def _unwatch(self, key: None, ids: Sequence[str]) -> list[None]:
         await self.queue.db.rows(statements.unwatch(ids=list(ids)))

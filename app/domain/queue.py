@@ -35,6 +35,7 @@ Knows nothing of HTTP, nor of leasing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
@@ -42,6 +43,7 @@ from itertools import accumulate
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from app import metrics
 from app.config import DEFAULT_LEASE_TTL_S, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
@@ -131,6 +133,58 @@ def _push_result(
         else:  # the older lead was pruned between our insert and our read
             raise Conflict(f"leads[{i}].key: the lead with this key vanished; push again")
     return PushResult(ids=ids, created=len(inserted), duplicates=len(leads) - len(inserted))
+
+
+async def _push_on_shard(conn: Connection, push: Statement) -> list[Row]:
+    """``push`` (a built ``statements.push``) as a cluster runs it on the session's shard
+    alone: its ids drawn first, in input order, then its rows in key order (as ``push``
+    inserts them: two pushes sharing keys take them in one order) by ``push_rows``
+    statements of a power of two rows each, in one transaction when there are several, then
+    the notification of those available now. The rows inserted, by id (as ``push``'s)."""
+    given = push.params
+    n = len(given["payloads"])
+    ids = [row["id"] for row in await execute(conn, statements.lead_ids(n=n))]
+    keys = given["keys"]
+    order = sorted(range(n), key=lambda i: (keys[i] is None, keys[i] or ""))
+    chunks: list[list[int]] = []
+    while order:
+        size = min(statements.PUSH_ROWS_MAX, 1 << (len(order).bit_length() - 1))
+        chunks.append(order[:size])
+        order = order[size:]
+    columns = [name for name in _PUSH_COLUMNS if name in given]
+    inserted: list[Row] = []
+    async with contextlib.AsyncExitStack() as stack:
+        if len(chunks) > 1 and conn.info.transaction_status == TransactionStatus.IDLE:
+            await stack.enter_async_context(conn.transaction())
+        for chunk in chunks:
+            rows = statements.push_rows(
+                session=given["session"],
+                ids=[ids[i] for i in chunk],
+                now=given["now"],
+                ledger_by_row=given["ledger_by_row"],
+                rows=len(chunk),
+                **{name: [given[name][i] for i in chunk] for name in columns},
+            )
+            inserted += await execute(conn, rows)
+        if available := sum(row["available"] for row in inserted):
+            await execute(conn, statements.pushed_notice(session=given["session"], n=available))
+    return sorted(inserted, key=lambda row: row["id"])
+
+
+# The per-lead columns of ``statements.push``, given to ``push_rows`` in slices.
+_PUSH_COLUMNS = (
+    "concurrency_keys",
+    "delays",
+    "depths",
+    "has_dependents",
+    "keys",
+    "max_attempts",
+    "max_runtimes",
+    "parent_ids",
+    "payloads",
+    "priorities",
+    "traceparents",
+)
 
 
 def counts_by_session(
@@ -289,12 +343,6 @@ class Queue:
         self.max_payload_bytes = max_payload_bytes
         self.group_commit = group_commit  # leasing groups its plain leases too
         self._held_rows = asyncio.Semaphore(max(1, db.size // HELD_ROWS_POOL_SHARE))
-        # Whether the database refuses a locking read across shards (a Citus cluster),
-        # learned from its first refusal: renewals and completions are then grouped by the
-        # session of their tokens, each group on its shard (a group across sessions waits
-        # for held rows instead of skipping them), and the upkeep of every session (sweep,
-        # promote, the counts) runs session by session (docs/scaling.md).
-        self.sharded = False
         # Keyed by their route (``_Route``): calls of one instant, and on a cluster of one
         # session, only.
         self._renewals: Grouper[_Route, _Renewing, Renewed] = Grouper(
@@ -318,6 +366,22 @@ class Queue:
         self._locating: Grouper[None, int, _Located] = Grouper(
             self._locate_group, max_size=MAX_GROUP_ITEMS, enabled=group_commit
         )
+
+    @property
+    def sharded(self) -> bool:
+        """Whether ``leads`` is distributed by session (a Citus cluster), as the database's
+        catalog told when the pool connected (``Database.know_topology``): every call of one
+        session then names it, so it runs on that session's shard alone from the first
+        request on; renewals and completions are grouped by the session of their tokens (a
+        group across sessions waits for held rows instead of skipping them); and the upkeep
+        of every session (sweep, promote, the counts) runs session by session
+        (docs/scaling.md)."""
+        return self.db.topology.sharded
+
+    async def _where(self) -> bool:
+        """``sharded``, read from the catalog first if the pool has not yet (a fresh
+        process, a reconnect): what every verb that builds its statement asks first."""
+        return (await self.db.know_topology()).sharded
 
     @property
     def ledger_in_statement(self) -> bool:
@@ -349,15 +413,11 @@ class Queue:
     async def across_shards(
         self, locking: Callable[[], Awaitable[T]], otherwise: Callable[[], Awaitable[T]]
     ) -> T:
-        """``locking()``, whose statements a cluster refuses (they lock rows of many sessions,
-        or by lead id alone); on a cluster (``sharded``, learned from its first refusal, in
-        planning: nothing ran) ``otherwise()``."""
-        if not self.sharded:
-            try:
-                return await locking()
-            except psycopg.errors.FeatureNotSupported:
-                self.sharded = True
-        return await otherwise()
+        """``locking()``, whose statements a cluster refuses or runs on every shard (they lock
+        rows of many sessions, or by lead id alone); on a cluster (``sharded``) ``otherwise()``."""
+        if await self._where():
+            return await otherwise()
+        return await locking()
 
     def _route(self, now: datetime | None, tokens: Iterable[str]) -> _Route:
         """The group of a call with leases of ``tokens``: by session only on a cluster."""
@@ -421,6 +481,7 @@ class Queue:
         """
         validation.session(session)
         validation.push_batch(leads)
+        await self._where()
         wanted = dependencies.Wanted.of(leads)
         to_insert: list[int] = []  # input positions; the first lead of each key only
         first_of_key: set[str] = set()
@@ -453,8 +514,11 @@ class Queue:
                 ledger_by_row=self.ledger_by_row,
             )
 
-        async def pushed(conn: Connection, statement: Statement) -> tuple[PushResult, list[Row]]:
-            inserted = await execute(conn, statement)
+        async def pushed(conn: Connection, parents: frozenset[int]) -> tuple[PushResult, list[Row]]:
+            if self.sharded:
+                inserted = await _push_on_shard(conn, push_of(parents))
+            else:
+                inserted = await execute(conn, push_of(parents))
             id_by_key = {row["key"]: row["id"] for row in inserted if row["key"] is not None}
             if missing := sorted(first_of_key - id_by_key.keys()):
                 found = await execute(
@@ -465,10 +529,10 @@ class Queue:
 
         async def insert(conn: Connection) -> PushResult:
             if not wanted.refs:
-                return (await pushed(conn, push_of(frozenset())))[0]
+                return (await pushed(conn, frozenset()))[0]
             async with conn.transaction():  # the leads and their edges, or nothing
                 resolved = await dependencies.resolve(conn, session, leads, wanted)
-                result, inserted = await pushed(conn, push_of(resolved.parents))
+                result, inserted = await pushed(conn, resolved.parents)
                 new_ids = {row["id"] for row in inserted}
                 await dependencies.add(
                     conn,
@@ -555,12 +619,16 @@ class Queue:
         [answer] = await self._renew([item], now, batch=False)
         if not answer.ok or answer.expires_at is None or answer.ttl_s is None:
             raise await self._why_lost(lead_id, token, now)
-        return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s)
+        return Renewal(expires_at=answer.expires_at, ttl_s=answer.ttl_s, attempt=answer.attempt)
 
     async def _why_lost(self, lead_id: int, token: str, now: datetime | None) -> LeaseLost:
         """The refusal of a renewal, with its reason when the lease ended at its maximum
         runtime (a read of its own, on the refused path only)."""
-        if await self._run(statements.runtime_ran_out(ids=[lead_id], tokens=[token], now=now)):
+        session = self._route(now, [token]).session
+        ran_out = statements.runtime_ran_out(
+            ids=[lead_id], tokens=[token], now=now, session=session, routed=session is not None
+        )
+        if await self._run(ran_out):
             return LeaseLost("the lead's maximum runtime ended", reason="max_runtime")
         return LeaseLost()
 
@@ -593,6 +661,7 @@ class Queue:
         call = _Renewing(
             [item.lead_id for item in items], [item.token for item in items], ttls, checkpoints
         )
+        await self._where()
         route = self._route(now, call.tokens)
         answers, busy = await self._renewals.submit(route, call)
         if busy:  # rows another transaction holds: wait for them, alone
@@ -635,7 +704,11 @@ class Queue:
                     mine.append(ItemResult(lead_id, False, code=LeaseLost.code))
                 else:
                     expires_at, ttl = row["lease_expires_at"], row["ttl_s"]
-                    mine.append(ItemResult(lead_id, True, expires_at=expires_at, ttl_s=ttl))
+                    mine.append(
+                        ItemResult(
+                            lead_id, True, expires_at=expires_at, ttl_s=ttl, attempt=row["attempt"]
+                        )
+                    )
             answers.append((mine, held))
         return answers
 
@@ -710,6 +783,7 @@ class Queue:
         """
         results = self.checked_completions(items, batch=batch)
         call = _Completing(items, results, lean=batch)
+        await self._where()
         route = self._route(now, [item.token for item in items])
         done, busy = await self._completions.submit(route, call)
         if busy:  # rows another transaction holds: wait for them, alone
@@ -760,6 +834,8 @@ class Queue:
         held = set(rows[0]["busy"]) if skip_locked else set()
         if refused := [i for i in range(len(items)) if i not in done and i not in held]:
             again = statements.completed_already(
+                session=route.session,
+                routed=route.session is not None,
                 ids=[items[i].lead_id for i in refused],
                 tokens=[items[i].token for i in refused],
                 statuses=[items[i].status for i in refused],
@@ -802,23 +878,40 @@ class Queue:
         validation.token(token)
         delay = validation.delay(delay_s)
         validation.text("error", error, max_chars=MAX_ERROR_CHARS, optional=True)
+        await self._where()
         route = self._route(now, [token])
-        rows = await self._run(
-            statements.release(
-                lead_id=lead_id,
-                token=token,
-                delay_s=delay,
-                error=error,
-                throttle_s=validation.throttle(throttle_s),
-                unstarted=unstarted is True,
-                session=route.session,
-                now=now,
-                ledger=self.ledger_in_statement,
-                ledger_by_row=self.ledger_by_row,
-                notify_ended=self.notify_ended,
-                routed=route.session is not None,
-            )
+        throttle = validation.throttle(throttle_s)
+        release = statements.release(
+            lead_id=lead_id,
+            token=token,
+            delay_s=delay,
+            error=error,
+            throttle_s=throttle,
+            unstarted=unstarted is True,
+            session=route.session,
+            now=now,
+            ledger=self.ledger_in_statement,
+            ledger_by_row=self.ledger_by_row,
+            notify_ended=self.notify_ended,
+            routed=route.session is not None,
         )
+        if route.session is None or throttle is None:
+            rows = await self._run(release)
+        else:  # routed: the session's pause is a statement of its own, on the same shard
+
+            async def throttled(conn: Connection) -> list[Row]:
+                async with conn.transaction():
+                    released = await execute(conn, release)
+                    if released:
+                        await execute(
+                            conn,
+                            statements.throttle_session(
+                                session=released[0]["session"], throttle_s=throttle, now=now
+                            ),
+                        )
+                    return released
+
+            rows = await self.db.run(throttled)
         if not rows:
             raise LeaseLost()
         return lead_of(rows[0])
@@ -1036,7 +1129,7 @@ class Queue:
         (``_sessions_on_nodes``' ask of every node, shared by the lookups that arrive together),
         so that the statement touches that session's shard alone. Raises NotFound (a lead
         no node has), Unavailable (a node that may have it is stopped)."""
-        if not self.sharded:
+        if not await self._where():
             return None
         session, unreachable = await self._locating.submit(None, lead_id)
         if session is not None:
@@ -1056,7 +1149,7 @@ class Queue:
         ids = sorted(set(lead_ids))
         if not ids:
             return {}
-        if not self.sharded:
+        if not await self._where():
             rows = await self._run(statements.lead_sessions(ids=ids))
             return {row["id"]: row["session"] for row in rows}
         found, unreachable = await self._sessions_on_nodes(ids)

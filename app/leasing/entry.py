@@ -36,10 +36,16 @@ class Leasing:
     ``listen`` hands it the process's listener; until then a request does not wait.
     """
 
-    def __init__(self, queue: Queue, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fair_by: str = "count",
+    ) -> None:
         self.queue = queue
         self.sessions = SessionLeases(queue)
-        self.fleet = Fleet(self.sessions, clock=clock)
+        self.fleet = Fleet(self.sessions, clock=clock, fair_by=fair_by)
         self.listener: Listener | None = None
         # Whether a scoped token is still live (``Tokens.live``), asked by a long poll whose
         # wake-up took nothing; None (no tokens): never asked.

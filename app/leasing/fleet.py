@@ -32,6 +32,16 @@ outage) is skipped too, logged once per failure, and tried again after
 ``FAILED_RETRY_S``: one session's rows never fail a lease of the others. An
 outage (``Unavailable``) is every session's, and goes to the caller.
 
+**By time** (``fair_by="time"``, ``LEASEQ_FAIR_BY=time``: docs/beyond.md#fair-share-by-time)
+a lease costs its session not 1 but the seconds its session's leases last, so the clocks
+share the workers' time by weight instead of the number of leases (deficit round robin
+over lease-seconds). The seconds are measured on the database clock, from each lease's
+``leased`` event to the event that ended it, read from the ledger with the view
+(``statements.lease_seconds``: the ends written since the last read) and kept per session
+as a moving mean (``TIME_WEIGHT`` to the newest read). A session not measured yet costs
+the mean of those that are (1 s when none is). Without the ledger nothing is measured, and
+every lease costs the same: shares by count.
+
 A scoped token's lease (``LeaseRequest.scope``) picks only among the
 sessions its patterns cover, and one session's lease refuses any other
 (``app.leasing.session``): the statement only ever names one of them.
@@ -56,6 +66,7 @@ from datetime import datetime
 from app.domain.access import in_scope
 from app.leasing.request import LeaseRequest
 from app.leasing.session import Leased, SessionLeases
+from app.store import statements
 from app.store.pool import StatementFailed
 from leaseq.errors import first_line
 from leaseq.model import Lease, SessionSettings
@@ -68,14 +79,28 @@ CAPPED_RETRY_S = 0.05
 FAILED_RETRY_S = 1.0  # a session whose lease statement failed is skipped this long
 TRIES = 3  # sessions tried by one request before the view is read again
 DEFAULT_WEIGHT = SessionSettings().weight
+FAIR_BY = ("count", "time")
+TIME_WEIGHT = 0.5  # a new measure of a session's lease seconds counts this much in its mean
+UNMEASURED_S = 1.0  # what a lease costs when no session's leases were measured yet
+MIN_LEASE_S = 0.001  # a lease costs at least this (a clock must move)
+MEASURE_SPAN = 100_000  # ledger ids one read measures at most (the newest ones)
 
 
 class Fleet:
     """This process's share-out of leases across sessions (see the module docstring)."""
 
     def __init__(
-        self, sessions: SessionLeases, *, clock: Callable[[], float] = time.monotonic
+        self,
+        sessions: SessionLeases,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        fair_by: str = "count",
     ) -> None:
+        if fair_by not in FAIR_BY:
+            raise ValueError(f"fair_by: {fair_by!r} is not one of {FAIR_BY}")
+        self.fair_by = fair_by
+        self._lease_s: dict[str, float] = {}  # by time: each session's mean lease seconds
+        self._measured_to: int | None = None  # the ledger id measured up to
         self.sessions = sessions
         self.queue = sessions.queue
         self._clock = clock
@@ -144,6 +169,8 @@ class Fleet:
             if settings.get(name) != self._settings.get(name)
         }
         self._settings = settings
+        if self.fair_by == "time":
+            await self._measure()
         fresh = set(available) | self._arrived
         self._working &= fresh
         for session in fresh:
@@ -160,6 +187,35 @@ class Fleet:
         }
         self._failed = {name: e for name, e in self._failed.items() if name in self._held_until}
         self._read_at = started
+
+    async def _measure(self) -> None:
+        """Fold the lease seconds of the leases that ended since the last read into each
+        session's mean (the first read only notes where the ledger is)."""
+        [head] = await self.queue.db.rows(statements.ledger_head())
+        until = int(head["id"])
+        if self._measured_to is not None and until > self._measured_to:
+            after = max(self._measured_to, until - MEASURE_SPAN)
+            ended = await self.queue.db.rows(
+                statements.lease_seconds(after_id=after, head_id=until)
+            )
+            for row in ended:
+                mean = float(row["seconds"]) / int(row["ended"])
+                known = self._lease_s.get(row["session"])
+                self._lease_s[row["session"]] = (
+                    mean if known is None else known + TIME_WEIGHT * (mean - known)
+                )
+        self._measured_to = until
+
+    def cost(self, session: str) -> float:
+        """What one lease costs ``session``'s clock before its weight: 1 by count; by time,
+        the seconds its leases last (the mean of the measured sessions', unmeasured)."""
+        if self.fair_by != "time":
+            return 1.0
+        seconds = self._lease_s.get(session)
+        if seconds is None:
+            known = self._lease_s.values()
+            seconds = sum(known) / len(known) if known else UNMEASURED_S
+        return max(seconds, MIN_LEASE_S)
 
     # -- choosing and leasing ---------------------------------------------------
 
@@ -238,17 +294,17 @@ class Fleet:
     async def _lease_one(self, session: str, request: LeaseRequest, now: datetime | None) -> Leased:
         """Lease ``session``: its clock advanced by what it took, its work and limits noted."""
         asked = request.max
-        weight = self._weights.get(session, DEFAULT_WEIGHT)
+        each = self.cost(session) / self._weights.get(session, DEFAULT_WEIGHT)
         start = self._clocks[session]
         self._virtual = max(self._virtual, start)
-        self._clocks[session] = start + asked / weight  # reserved while the statement runs
+        self._clocks[session] = start + asked * each  # reserved while the statement runs
         try:
             leased = await self.sessions.lease(session, request, now)
         except BaseException:
-            self._give_back(session, asked / weight)
+            self._give_back(session, asked * each)
             raise
         taken = len(leased.leases)
-        self._give_back(session, (asked - taken) / weight)
+        self._give_back(session, (asked - taken) * each)
         held_back = leased.next_token_s or (CAPPED_RETRY_S if leased.capped else None)
         if held_back is not None:
             self._held_until[session] = self._clock() + held_back

@@ -106,6 +106,7 @@ class SessionLeases:
             return Leased()
         call = self._call(session, request)
         db = self.queue.db
+        await db.know_topology()  # its statements name the session on a cluster
         if request.idempotency_key is not None:
             if session not in self._limited:
                 keyed = await self._lease_keyed(session, request, now, call)
@@ -187,6 +188,7 @@ class SessionLeases:
         session turned out limited: the caller leases it then."""
         if not in_scope(request.scope, session) or session in self._limited:
             return None
+        await self.queue.db.know_topology()  # its statements name the session on a cluster
         call = self._call(session, request)
         together = self._together_of(request, call, [item], [result], gated=True)
         took = await self._take(session, now, together)
@@ -351,6 +353,11 @@ def _encode(leased: Leased) -> Any:
 async def _decode(conn: Connection, answer: Any, now: datetime | None) -> Leased:
     """The leases a key remembers that are still valid."""
     ids, tokens = zip(*answer["leases"], strict=True)
-    held = statements.valid_leases(ids=list(ids), tokens=list(tokens), now=now)
+    # The leases of one key's answer are of one session, which their tokens carry.
+    sessions = {lease_tokens.session_of(token) for token in tokens}
+    session = sessions.pop() if len(sessions) == 1 else None
+    held = statements.valid_leases(
+        ids=list(ids), tokens=list(tokens), now=now, session=session, routed=session is not None
+    )
     rows = await execute(conn, held)
     return Leased([lease_of(row, answer["ttl_s"]) for row in rows])

@@ -29,6 +29,7 @@ from typing import Any
 
 from app import metrics
 from app.config import Settings
+from app.domain.fences import Fences
 from app.domain.outcome import Outcomes
 from app.domain.queue import Queue
 from app.domain.schedules import Schedules
@@ -37,6 +38,7 @@ from app.leasing.entry import Leasing
 from app.service.maintenance import Pruner, Readiness, Recovery, Scheduler, Sweeper
 from app.store.listener import Listener
 from app.store.pool import Database
+from leaseq.errors import Unavailable
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -53,6 +55,7 @@ class Runtime:
     tokens: Tokens
     outcomes: Outcomes
     schedules: Schedules
+    fences: Fences
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _chained: dict[signal.Signals, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -78,7 +81,7 @@ class Runtime:
             default_max_queued=settings.max_queued,
             quota_retry_after_s=settings.quota_retry_after_s,
         )
-        leasing = Leasing(queue)
+        leasing = Leasing(queue, fair_by=settings.fair_by)
         listener = Listener(
             settings.listen_url,  # None behind a pooler without a direct URL: slow poll
             max_waiters=settings.max_waiters,
@@ -98,8 +101,19 @@ class Runtime:
             max_payload_bytes=settings.max_payload_bytes,
         )
         readiness = Readiness(db, recovery)
+        fences = Fences(db, settings.fence_key_list)
         return cls(
-            settings, db, queue, leasing, listener, recovery, readiness, tokens, outcomes, schedules
+            settings,
+            db,
+            queue,
+            leasing,
+            listener,
+            recovery,
+            readiness,
+            tokens,
+            outcomes,
+            schedules,
+            fences,
         )
 
     async def start(self) -> None:
@@ -108,6 +122,10 @@ class Runtime:
         metrics.POOL.labels("size").inc(self.db.size)
         self._spawn(self.listener.run(), "leaseq-listener")
         await self.recovery.once()
+        # The fence keys, read (or made, on a new database) before the first lease: made later,
+        # on a cluster with a worker node stopped, their write would fail every session's.
+        with contextlib.suppress(Unavailable):
+            await self.fences.keys()
         sweeper = Sweeper(self.queue, self.recovery, self.settings.sweep_interval_s)
         self._spawn(sweeper.run(), "leaseq-sweeper")
         pruner = Pruner(

@@ -20,11 +20,15 @@ from app.store.schema import sqlalchemy_url
 
 
 def script_location() -> str:
-    """The migrations folder: the repo's ``migrations/``, installed as ``app._migrations``."""
-    try:
-        return str(resources.files("app._migrations"))
-    except ModuleNotFoundError:
-        return str(Path(__file__).resolve().parents[2] / "migrations")
+    """The migrations folder: the checkout's own ``migrations/`` beside ``app/`` when there is
+    one, else the installed ``app._migrations``. The checkout's first: an editable install maps
+    ``app._migrations`` to the folder it was installed from, so a second checkout of the
+    repository (a worktree run with PYTHONPATH) would otherwise migrate with the first one's
+    revisions, and its services refuse a database its own revisions built."""
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    if (checkout / "env.py").is_file():
+        return str(checkout)
+    return str(resources.files("app._migrations"))
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -31,6 +31,12 @@ pool, one warning is logged, and the statement is run once more: the failed
 one never ran (a statement outside a transaction is retried alone; a
 transaction, rolled back by then, is retried whole).
 
+It also knows where the database runs (``app.store.topology``): read from the catalog
+before the first statement the queue builds (``know_topology``), again after a failed
+connection attempt or a lost connection (the next call reads it before it runs), and every
+``topology.RECHECK_S`` (in the background, the calls meanwhile using what was read). Each
+new answer is logged once.
+
 Knows nothing of HTTP and nothing of the queue.
 """
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -50,8 +57,10 @@ from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from app.store import topology
 from app.store.outage_log import OutageLog, quiet_pool_attempts
 from app.store.statements import Statement
+from app.store.topology import ONE_POSTGRESQL, Topology
 from leaseq.errors import Unavailable, first_line
 
 if TYPE_CHECKING:
@@ -143,6 +152,12 @@ class Database:
         # Set when a connection attempt fails; replaced by a fresh one each time.
         self._connect_failed = asyncio.Event()
         self._last_failure: BaseException | None = None
+        # Where the database runs: None until read; read again when stale (a failed
+        # connection attempt, a lost connection) or older than topology.RECHECK_S.
+        self._topology: Topology | None = None
+        self._topology_stale = True
+        self._topology_read_at = 0.0
+        self._topology_reading: asyncio.Future[Topology] | None = None
         # An outage in a few lines instead of psycopg_pool's one per failed attempt.
         self.outage = OutageLog(f"the database at {redacted(url)}")
         quiet_pool_attempts()
@@ -214,6 +229,51 @@ class Database:
     def stats(self) -> PoolStats:
         return PoolStats(size=self.size, checked_out=self._checked_out)
 
+    # -- where it runs -------------------------------------------------------
+
+    @property
+    def topology(self) -> Topology:
+        """The topology read last (one PostgreSQL until the first read)."""
+        return self._topology or ONE_POSTGRESQL
+
+    async def know_topology(self) -> Topology:
+        """The topology, read first when it never was or is stale (after a failed or lost
+        connection); one older than ``topology.RECHECK_S`` is read again in the background
+        while this call goes on with it. Raises Unavailable when it cannot be read."""
+        if self._topology is None or self._topology_stale:
+            return await self.read_topology()
+        aged = time.monotonic() - self._topology_read_at > topology.RECHECK_S
+        if aged and self._topology_reading is None:
+            self._start_reading()  # a failure is retried by the next call
+        return self._topology
+
+    async def read_topology(self) -> Topology:
+        """Read the topology now (one read shared by the callers that ask meanwhile); log it
+        when it is new."""
+        if self._topology_reading is None:
+            self._start_reading()
+        assert self._topology_reading is not None
+        return await asyncio.shield(self._topology_reading)
+
+    def _start_reading(self) -> None:
+        self._topology_read_at = time.monotonic()  # one read per period, even a failed one
+        reading = asyncio.ensure_future(self._read_topology())
+        self._topology_reading = reading
+        reading.add_done_callback(self._topology_read)
+
+    async def _read_topology(self) -> Topology:
+        self._topology_stale = False  # a failure while reading marks it stale again
+        found = await self.run(topology.read)
+        if found != self._topology:
+            log.info("the database is %s", found.describe())
+        self._topology = found
+        return found
+
+    def _topology_read(self, reading: asyncio.Future[Topology]) -> None:
+        self._topology_reading = None
+        if reading.cancelled() or reading.exception() is not None:
+            self._topology_stale = True  # the next call reads it again
+
     # -- running work --------------------------------------------------------
 
     async def run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
@@ -258,6 +318,8 @@ class Database:
         except psycopg.Error as exc:
             if _outage(conn, exc):
                 self.failures += 1
+                if conn.broken or conn.closed:  # reconnecting: read where it runs again
+                    self._topology_stale = True
                 raise Unavailable(f"database unavailable: {type(exc).__name__}") from exc
             raise
         finally:
@@ -329,6 +391,7 @@ class Database:
         """A connection attempt failed: whoever waits for a connection gives up now."""
         self._last_failure = exc
         self.failures += 1
+        self._topology_stale = True  # the cluster may be another one once it answers
         self.outage.failed(exc)
         failed, self._connect_failed = self._connect_failed, asyncio.Event()
         failed.set()

@@ -33,6 +33,7 @@ from sqlalchemy.engine import URL, make_url
 from app.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES
 from app.store.statements import NOTIFY_CHANNEL, OUTCOME_EVENTS, in_list
 from app.store.statements.dependencies import DEPENDENTS_FUNCTION, DEPENDENTS_TRIGGER
+from app.store.statements.fences import FENCE_FUNCTION, HMAC_FUNCTION
 from app.store.statements.outcomes import ENDED_FUNCTION, ENDED_TRIGGER
 from app.store.statements.parking import FREES_FUNCTION, FREES_TRIGGER, PARKED
 from app.store.statements.quota import MAX_QUEUED_FUNCTION, MAX_QUEUED_TRIGGER
@@ -608,6 +609,10 @@ _max_queued = DDL(MAX_QUEUED_FUNCTION.replace("%", "%%"))  # type: ignore[no-unt
 event.listen(metadata, "after_create", _max_queued)
 _max_queued_trigger = DDL(MAX_QUEUED_TRIGGER)  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _max_queued_trigger)
+_hmac = DDL(HMAC_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _hmac)
+_fence = DDL(FENCE_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
+event.listen(metadata, "after_create", _fence)
 _ended = DDL(ENDED_FUNCTION.replace("%", "%%"))  # type: ignore[no-untyped-call]
 event.listen(metadata, "after_create", _ended)
 _ended_trigger = DDL(ENDED_TRIGGER)  # type: ignore[no-untyped-call]

@@ -32,7 +32,7 @@ LEAD_KEYS = {
     "traceparent",
     "after",
 }
-LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s"}
+LEASE_KEYS = {"lead", "token", "attempt", "owner", "expires_at", "ttl_s", "fence"}
 COUNT_KEYS = {
     "queued",
     "leased",

@@ -43,6 +43,8 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/sweep"): lambda s, lead: {"session": s},
     ("GET", "/sessions/{session}/stats"): None,
     ("GET", "/stats"): None,
+    ("GET", "/sessions/{session}/scaling"): None,
+    ("GET", "/scaling"): None,
     ("GET", "/sessions/{session}/report"): None,
     ("GET", "/sessions/{session}/settings"): None,
     ("PUT", "/sessions/{session}/settings"): lambda s, lead: {"weight": 2},

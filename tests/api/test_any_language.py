@@ -23,7 +23,7 @@ import pytest
 from tests.support.serving import ROOT, Service, Services, child_env, until
 from tests.support.system import CURL, JQ, need
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.tools]
 
 PAGE = ROOT / "docs" / "any-language.md"
 SCRIPT = re.compile(r"^```bash\n(.*?)^```$", re.DOTALL | re.MULTILINE)

@@ -164,3 +164,128 @@ def test_a_reader_lists_the_leads_but_is_offered_no_action(
         assert len(rows(page)) == 3
         assert page.locator("#lead-bulk").is_hidden()
         assert page.locator("#session-leads tbody input[type=checkbox]:visible").count() == 0
+
+
+def test_change_a_sessions_weight_and_pause_it_for_a_minute(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with service.client() as http:
+        http.post(f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {}}]})
+        assert http.put(f"/sessions/{SESSION}/settings", json={"max_leased": 4}).status_code == 200
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        page.click(f'#sessions tbody tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+        page.wait_for_selector(f'#settings-form[data-session="{SESSION}"]', timeout=WAIT_MS)
+        assert page.input_value('#settings-form input[name="max_leased"]') == "4"
+        assert page.input_value('#settings-form input[name="weight"]') == "1"
+
+        page.fill('#settings-form input[name="weight"]', "3")
+        page.fill('#settings-form input[name="rate_per_s"]', "2.5")
+        page.press('#settings-form input[name="weight"]', "Enter")
+        page.wait_for_function(
+            "() => document.getElementById('settings-result').textContent === 'saved'",
+            timeout=WAIT_MS,
+        )
+        stored = http.get(f"/sessions/{SESSION}/settings").json()
+        assert (stored["weight"], stored["max_leased"], stored["rate_per_s"]) == (3, 4, 2.5)
+
+        page.fill("#pause-minutes", "1")
+        page.press("#pause-minutes", "Enter")
+        page.wait_for_function(
+            "() => document.getElementById('session-paused').textContent.startsWith('paused until')"
+            " && !document.getElementById('session-paused').textContent.endsWith('resumed')",
+            timeout=WAIT_MS,
+        )
+        paused = http.get(f"/sessions/{SESSION}/settings").json()["paused_until"]
+        assert paused is not None and not paused.startswith("9999")  # for a while, not for ever
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-session-settings.png"), full_page=True)
+
+
+def graph(page: Any) -> tuple[dict[int, str], set[tuple[int, int]]]:
+    """The lead graph's nodes (id: status) and edges (from, to), as drawn."""
+    drawn = page.evaluate(
+        """() => ({
+            nodes: Array.from(document.querySelectorAll('#lead-graph g[data-lead]'))
+                .map((g) => [Number(g.dataset.lead), g.dataset.status]),
+            edges: Array.from(document.querySelectorAll('#lead-graph line'))
+                .map((l) => [Number(l.dataset.from), Number(l.dataset.to)]),
+        })"""
+    )
+    return dict(drawn["nodes"]), {(a, b) for a, b in drawn["edges"]}
+
+
+def test_a_diamond_of_dependencies_on_a_leads_page(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with service.client() as http:
+
+        def push(after: list[int]) -> int:
+            answer = http.post(
+                f"/sessions/{SESSION}/leads", json={"leads": [{"payload": {}, "after": after}]}
+            )
+            assert answer.status_code == 201, answer.text
+            lead_id: int = answer.json()["ids"][0]
+            return lead_id
+
+        top = push([])
+        left, right = push([top]), push([top])
+        bottom = push([left, right])
+        [held] = http.post("/lease", json={"session": SESSION, "owner": "w", "max": 1}).json()[
+            "leases"
+        ]
+        assert held["lead"]["id"] == top
+        done = {"lead_id": top, "token": held["token"], "status": "done"}
+        assert http.post("/complete", json=done).status_code == 200
+        diamond = {(top, left), (top, right), (left, bottom), (right, bottom)}
+
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        # From the session's row to its leads, to the bottom lead's page: no URL, no id typed.
+        page.click(f'#sessions tbody tr[data-session="{SESSION}"] a', timeout=WAIT_MS)
+        page.click(f'#session-leads tr[data-lead="{bottom}"] a', timeout=WAIT_MS)
+        page.wait_for_selector(f'#lead-graph[data-lead="{bottom}"]', timeout=WAIT_MS)
+        nodes, edges = graph(page)
+        assert nodes == {top: "done", left: "queued", right: "queued", bottom: "queued"}
+        assert edges == diamond
+
+        # Up the graph by its own links: the top lead's page shows the same diamond below it.
+        page.click(f'#lead-graph g[data-lead="{top}"] a')
+        page.wait_for_selector(f'#lead-graph[data-lead="{top}"]', timeout=WAIT_MS)
+        nodes, edges = graph(page)
+        assert set(nodes) == {top, left, right, bottom} and edges == diamond
+        centre = page.locator(f'#lead-graph g[data-lead="{top}"]').get_attribute("class")
+        assert centre == "done center"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-lead-graph.png"), full_page=True)
+
+
+def test_a_schedules_last_leads_and_its_delete(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(  # two ticks' leads, as the scheduler keys them, and one of another's
+            "INSERT INTO leads (session, key) VALUES (%s, 'schedule:nightly:2026-12-06T00:00:00Z'),"
+            " (%s, 'schedule:nightly:2026-12-07T00:00:00Z'), (%s, 'schedule:other:x')",
+            [SESSION, SESSION, SESSION],
+        )
+    with service.client() as http:
+        body = {"session": SESSION, "cron": "0 0 * * *", "lead": {"payload": {}}}
+        assert http.put("/schedules/nightly", json=body).status_code == 200
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        row = '#schedules tbody tr[data-schedule="nightly"]'
+        page.click(f"{row} a.schedule-leads", timeout=WAIT_MS)
+        loaded_after(page, None)
+        keys = page.locator("#session-leads tbody td.key").all_text_contents()
+        assert keys == [
+            "schedule:nightly:2026-12-07T00:00:00Z",
+            "schedule:nightly:2026-12-06T00:00:00Z",
+        ]
+        page.go_back()
+        page.click(f'{row} button[data-action="delete-schedule"]', timeout=WAIT_MS)
+        page.wait_for_selector(row, state="detached", timeout=WAIT_MS)
+        assert http.get("/schedules/nightly").status_code == 404

@@ -25,6 +25,7 @@ VARYING = {
     "token",
     "expires_at",
     "lease_expires_at",
+    "fence",
     "available_at",
     "created_at",
     "updated_at",

@@ -45,6 +45,8 @@ OPERATION_IDS = {
     ("POST", "/sweep"): "sweep",
     ("GET", "/sessions/{session}/stats"): "getSessionStats",
     ("GET", "/stats"): "getStats",
+    ("GET", "/sessions/{session}/scaling"): "getScaling",
+    ("GET", "/scaling"): "getScalingAll",
     ("GET", "/sessions/{session}/report"): "getReport",
     ("GET", "/sessions/{session}/settings"): "getSettings",
     ("PUT", "/sessions/{session}/settings"): "putSettings",
@@ -173,6 +175,7 @@ def run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.tools
 def test_redocly_recommended_rules_find_nothing(document_file: Path) -> None:
     redocly = npm_tools.tool("redocly")
     linted = run(
@@ -187,6 +190,7 @@ def test_redocly_recommended_rules_find_nothing(document_file: Path) -> None:
     assert found["totals"] == {"errors": 0, "warnings": 0, "ignored": 0}, found["problems"]
 
 
+@pytest.mark.tools
 def test_a_worker_on_openapi_typescripts_default_output_compiles_strict_and_drains_a_session(
     document_file: Path, services: Services, database_url: str
 ) -> None:
@@ -246,7 +250,8 @@ def problem(status: int, code: str) -> dict[str, Any]:
 def test_the_check_refuses_what_the_document_does_not_describe() -> None:
     check = openapi_check.conformance(DOCUMENT).check
     check(answer("POST", "/renew", 409, problem(409, "lease_lost")))
-    check(answer("POST", "/renew", 200, {"expires_at": "2030-01-01T00:00:00Z", "ttl_s": 30.0}))
+    renewed = {"expires_at": "2030-01-01T00:00:00Z", "ttl_s": 30.0, "fence": "1.1.1.0.x"}
+    check(answer("POST", "/renew", 200, renewed))
     refused = [
         answer("POST", "/renew", 404, problem(404, "not_found")),  # a status not described
         answer("POST", "/renew", 409, problem(409, "no_such_code")),  # a code not in the enum

@@ -126,3 +126,36 @@ async def test_the_lease_statement_reads_the_token_whatever_the_cache_says(
             assert answer.json()["leases"] == [], answer.text
     stats = counts(service.url)
     assert (stats["queued"], stats["leased"], stats["done"]) == (2, 0, 1), stats
+
+
+async def test_a_wait_for_an_outcome_when_its_token_is_revoked_answers_401(
+    services: Services, database_url: str
+) -> None:
+    service = services.start("--token", BOOT, database_url=database_url)
+    token = worker_token(service.url, "waiting")
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        pushed = await http.post(
+            "/sessions/s1/leads", json={"leads": [{"payload": {}}]}, headers=bearer(BOOT)
+        )
+        [lead_id] = pushed.json()["ids"]
+        wait = asyncio.create_task(
+            http.get(f"/leads/{lead_id}", params={"wait_s": 30}, headers=bearer(token))
+        )
+
+        async def waiting() -> bool:
+            metrics = (await http.get("/metrics", headers=bearer(BOOT))).text
+            return any(
+                line.startswith("leaseq_outcome_waiters ") and float(line.split()[1]) >= 1
+                for line in metrics.splitlines()
+            )
+
+        await eventually(waiting)
+        assert (await http.delete("/tokens/waiting", headers=bearer(BOOT))).status_code in (
+            200,
+            204,
+        )
+        cancelled = await http.post(f"/leads/{lead_id}/cancel", headers=bearer(BOOT))
+        assert cancelled.status_code == 200, cancelled.text
+        answer = await asyncio.wait_for(wait, 45)
+    assert answer.status_code == 401, answer.text
+    assert "invalid_token" in answer.headers["www-authenticate"]

@@ -154,7 +154,8 @@ async def test_renew_extends_and_a_lost_lease_answers_409(client: httpx.AsyncCli
 
     renewed = await client.post("/renew", json={"lead_id": lead_id, "token": token, "ttl_s": 600})
     assert renewed.status_code == 200
-    assert set(renewed.json()) == {"expires_at", "ttl_s"} and renewed.json()["ttl_s"] == 600
+    assert set(renewed.json()) == {"expires_at", "ttl_s", "fence"}
+    assert renewed.json()["ttl_s"] == 600
     assert shapes.timestamp(renewed.json()["expires_at"]) > shapes.timestamp(lease["expires_at"])
     default = await client.post("/renew", json={"lead_id": lead_id, "token": token})
     assert default.json()["ttl_s"] == 300
@@ -180,9 +181,9 @@ async def test_renew_batch_answers_in_the_order_given(client: httpx.AsyncClient)
     assert response.status_code == 200
     results = response.json()["results"]
     assert [set(r) for r in results] == [
-        {"lead_id", "ok", "expires_at", "ttl_s"},
+        {"lead_id", "ok", "expires_at", "ttl_s", "fence"},
         {"lead_id", "ok", "code"},
-        {"lead_id", "ok", "expires_at", "ttl_s"},
+        {"lead_id", "ok", "expires_at", "ttl_s", "fence"},
     ]
     assert (results[0]["ttl_s"], results[2]["ttl_s"]) == (100, 300)
     assert results[1] == {"lead_id": a["lead"]["id"], "ok": False, "code": "lease_lost"}
@@ -542,6 +543,8 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/sweep",
         "/sessions/{session}/stats",
         "/stats",
+        "/sessions/{session}/scaling",
+        "/scaling",
         "/sessions/{session}/report",
         "/sessions/{session}/settings",
         "/leads/{lead_id}",

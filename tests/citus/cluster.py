@@ -43,7 +43,11 @@ NODE_USER = "postgres"  # who runs the nodes when this process is root
 WORKERS = 2
 # Few shards keep create_distributed_table quick; still several per worker.
 SETTINGS = {
-    "shared_preload_libraries": "'citus'",
+    # pg_stat_statements and the tracking of every statement feed citus_stat_statements: how
+    # the routing tests see which statements Citus ran as router statements, and by which
+    # partition key (tests/citus/test_cold_routing.py).
+    "shared_preload_libraries": "'citus,pg_stat_statements'",
+    "citus.stat_statements_track": "'all'",
     "listen_addresses": "''",
     "citus.shard_count": "4",
     "fsync": "off",  # throwaway data: no flush per commit

@@ -142,7 +142,7 @@ async def test_each_way_a_lead_ends_wakes_its_waiter_on_each_node(
     cluster"): a completion, a completion with ``next``, a release on the last attempt, a
     cancel (a statement on every shard) and a sweep on the last attempt."""
     queue = runtime_of(client).queue
-    assert queue.sharded and queue.notify_ended  # learned by the boot recovery
+    assert queue.sharded and queue.notify_ended  # read from the catalog at connect
     for session in one_session_per_node(citus_url):
         first, second, third, fourth, fifth = await pushed(client, session, 5, max_attempts=1)
         leases = [await lease(client, session) for _ in range(3)]

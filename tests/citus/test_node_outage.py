@@ -215,7 +215,7 @@ async def test_calls_by_lead_id_answer_for_the_leads_of_the_other_nodes_sessions
     node by node, then the statement is routed there. A lead the stopped node may hold
     answers Unavailable, and once every node answers, an id no node has is NotFound."""
     queue = Queue(db)
-    await queue.sweep_all()  # the service's boot sweep: the queue learns it is sharded
+    await queue.sweep_all()  # the service's boot sweep (the queue knew it is sharded already)
     assert queue.sharded
     nodes = node_of(database_url, [f"s{n}" for n in range(SESSIONS)])
     stopped = citus_cluster.workers[0]

@@ -105,9 +105,10 @@ async def test_cancel_and_retry(queue: Queue) -> None:
 async def test_renewals_and_completions_run_on_their_sessions_shard(
     queue: Queue, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A lock by lead id alone spans shards, which Citus refuses: from that refusal on, the
-    queue groups renewals and completions by the session their tokens carry, and each
-    group's statement names it, so it runs on that session's shard."""
+    """A lock by lead id alone spans shards, which Citus refuses: the queue, which read from
+    the catalog that it runs on a cluster before its first statement, groups renewals and
+    completions by the session their tokens carry, and each group's statement names it, so
+    it runs on that session's shard, from the first one on."""
     sent: list[tuple[str, Any]] = []
     rows = queue._rows
 
@@ -118,10 +119,10 @@ async def test_renewals_and_completions_run_on_their_sessions_shard(
     monkeypatch.setattr(queue, "_rows", watched)
     pushed = await queue.push("s", [NewLead(payload={}) for _ in range(3)])
     leases = await leasing_of(queue).lease_next("s", "w", max=3)
-    assert not queue.sharded
-    renewed = await queue.renew(leases[0].lead.id, leases[0].token, 120)
-    assert renewed.ttl_s == 120 and queue.sharded  # learned: refused, then sent unrouted
+    assert queue.sharded  # known when the pool first connected, never learned from a refusal
     sent.clear()
+    renewed = await queue.renew(leases[0].lead.id, leases[0].token, 120)
+    assert renewed.ttl_s == 120
     done = await queue.complete(leases[0].lead.id, leases[0].token, result={"ok": 1})
     assert (done.status, done.result) == ("done", {"ok": 1})
     again = await queue.complete(leases[0].lead.id, leases[0].token, result={"ok": 1})
@@ -140,18 +141,11 @@ async def test_renewals_and_completions_run_on_their_sessions_shard(
     assert (await queue.stats("s")).done == 3
 
 
-@pytest.mark.parametrize("sharded", [False, True])
-async def test_a_completion_with_next_on_the_cluster(
-    queue: Queue, database_url: str, sharded: bool
-) -> None:
-    """``complete`` with ``next`` in one statement (keyed or not) on the cluster: before the
-    queue knows it is sharded, its ledger rows in the statement's CTEs; after, routed to the
-    session's shard, the ledger written there by the row trigger (revision 0016). The same
-    ledger either way."""
-    if sharded:
-        await queue.sweep_all()  # the service's boot sweep: refused across shards, learned
-    assert queue.sharded == sharded
+async def test_a_completion_with_next_on_the_cluster(queue: Queue, database_url: str) -> None:
+    """``complete`` with ``next`` in one statement (keyed or not) on the cluster, routed to the
+    session's shard, the ledger written there by the row trigger (revision 0016)."""
     first, second, third = (await queue.push("s", [NewLead(payload={}) for _ in range(3)])).ids
+    assert queue.sharded
     leasing = leasing_of(queue)
     [lease] = await leasing.lease_next("s", "w")
     for key in (None, "k1"):
@@ -232,7 +226,7 @@ async def test_the_upkeep_of_every_session_runs_session_by_session(
     queue: Queue, database_url: str
 ) -> None:
     """Sweep, promote, the counts and the fleet's view across sessions on both worker nodes:
-    the first locking read across shards is refused, then each session's runs on its shard."""
+    a locking read across shards would be refused, so each session's runs on its shard."""
     sessions = [f"s{n}" for n in range(6)]
     for session in sessions:
         await queue.push(session, [NewLead(payload={}), NewLead(payload={}, delay_s=5)], now=T0)
@@ -264,8 +258,8 @@ async def test_the_upkeep_of_every_session_runs_session_by_session(
 async def test_prune_of_every_session_runs_session_by_session(
     queue: Queue, database_url: str
 ) -> None:
-    """Retention across sessions on both worker nodes: the first locking read across shards
-    is refused, then each session with terminal leads is pruned on its shard."""
+    """Retention across sessions on both worker nodes: a locking read across shards would be
+    refused, so each session with terminal leads is pruned on its shard."""
     sessions = [f"s{n}" for n in range(6)]
     leasing = leasing_of(queue)
     for session in sessions:
@@ -281,17 +275,14 @@ async def test_prune_of_every_session_runs_session_by_session(
     assert {event for _, event in _ledger(database_url)} == {"pushed"}
 
 
-async def test_completions_with_next_sent_together_before_the_queue_knows_it_is_sharded(
-    queue: Queue,
-) -> None:
+async def test_completions_with_next_sent_together_go_alone_on_a_cluster(queue: Queue) -> None:
     """Keyed completions with next sent at once would share one statement (lease_together,
-    one PostgreSQL only): on the cluster it is refused in planning, nothing ran, the queue
-    learns it is sharded, and each call goes alone, routed; every lead completed once and
-    every caller leased its next."""
+    one PostgreSQL only): on the cluster each call goes alone, routed; every lead completed
+    once and every caller leased its next."""
     await queue.push("s", [NewLead(payload={}) for _ in range(8)])
     leasing = leasing_of(queue)
     held = await leasing.lease_next("s", "w", max=4)
-    assert not queue.sharded
+    assert queue.sharded
     answers = await asyncio.gather(
         *(
             leasing.complete_and_lease(
@@ -317,7 +308,7 @@ async def test_lookups_of_lead_sessions_that_arrive_together_share_one_ask_of_th
     NotFound."""
     ids = (await queue.push("s", [NewLead(payload={}) for _ in range(3)])).ids
     ids += (await queue.push("t", [NewLead(payload={}) for _ in range(2)])).ids
-    await queue.sweep_all()  # the service's boot sweep: the queue learns it is sharded
+    await queue.sweep_all()  # the service's boot sweep (the queue knew it is sharded already)
     assert queue.sharded
     sent: list[str] = []
     rows = queue._rows

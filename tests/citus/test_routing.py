@@ -55,13 +55,22 @@ ROUTED |= {
     "retry": lambda: text("retry", ledger=True, routed=True),
     "retry, ledger off": lambda: text("retry", ledger=False, routed=True),
 }
+# What a worker's call reads on the refused path (a completion or a keyed lease sent again, a
+# renewal refused at its maximum runtime), by the session its tokens carry.
+ROUTED |= {
+    "completed_already": lambda: text("completed_already", lean=False, routed=True),
+    "runtime_ran_out": lambda: text("runtime_ran_out", routed=True),
+    "valid_leases": lambda: text("valid_leases", routed=True),
+}
 EXTRA: dict[str, Any] = {
+    "items": [0],
     "checkpoints": [None],
     "statuses": ["done"],
     "results": [None],
     "errors": [None],
     "delay_s": 0.0,
     "throttle_s": None,
+    "unstarted": False,
 }
 
 

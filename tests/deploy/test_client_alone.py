@@ -200,3 +200,28 @@ def test_a_handler_imports_its_own_projects_app(
     assert worked.returncode == 0, worked.stderr
     lead = httpx.get(f"{service.url}/leads/{lead_id}").json()
     assert (lead["status"], lead["result"]) == ("done", {"tripled": 42})
+
+
+def test_a_workers_machine_reports_from_the_service(
+    client_venv: Path, project: Path, service: Service
+) -> None:
+    """``leaseq report`` with only ``LEASEQ_URL``, where the server is not installed: the
+    service's audit, not a database it has none of (exit 3), nor "needs the server"."""
+    with service.client() as http:
+        http.post("/sessions/s/leads", json={"leads": [{"payload": {"n": 1}}]})
+        served = http.get("/sessions/s/report").json()
+    leaseq = str(client_venv / "bin" / "leaseq")
+    env = child_env({"PATH": f"{client_venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
+    env.pop("PYTHONPATH", None)
+    env["LEASEQ_URL"] = service.url
+    shown = subprocess.run(
+        [leaseq, "report", "-s", "s", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == served and served["pushed"] == 1

@@ -41,6 +41,8 @@ TABLES = ("leads", "lead_events", "lead_counts", "session_settings")  # partitio
 SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "push": lambda: text("push", ledger=True),
     "push, ledger off": lambda: text("push", ledger=False),
+    "push_rows": lambda: text("push_rows", rows=1),
+    "throttle_session": lambda: text("throttle_session"),
     "existing_keys": lambda: text("existing_keys"),
     "lease_next": lambda: text("lease_next", ledger=True),
     "lease_next, ledger off": lambda: text("lease_next", ledger=False),
@@ -50,6 +52,7 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False),
     "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
     "stats": lambda: text("stats"),
+    "completions": lambda: text("completions"),
     "lease_limited": lambda: text("lease_limited", ledger=True),
     "lease_limited, ledger off": lambda: text("lease_limited", ledger=False),
     "lock_settings": lambda: text("lock_settings"),
@@ -119,6 +122,8 @@ REFERENCE = (
     "watch",
     "unwatch",
     "config_put",
+    "config_get",
+    "fence_key",
     "forget_stale_watches",
 )
 # A few leads by id, of any session: which session a scoped token's lead is in, and the leads a
@@ -127,6 +132,8 @@ BY_IDS = ("lead_sessions", "lead_sessions_on_nodes", "watched")
 # The scheduler's tick: its lead pushed into a session (then its row moved: REFERENCE).
 SCHEDULER = ("schedule_push",)
 NO_TABLE = (
+    "lead_ids",  # a sequence's next values, on the node connected to
+    "pushed_notice",  # a NOTIFY
     "db_now",
     "autovacuum",
     "schema_revision",
@@ -170,10 +177,16 @@ PARAMETERS: dict[str, Any] = {
     "max_runtime_s": None,
     "max_queued": None,
     "api_token": None,
+    "window_s": 60.0,
+    "generated": "k",
+    "after_id": 0,
+    "head_id": 10,
     "name": "max_queued",
     "value": "10",
     "for_s": 60.0,
     "lead_id": 1,
+    "n": 1,
+    "throttle_s": 30.0,
     "before": None,
     "key": "k",
     "request": "r",
@@ -195,6 +208,8 @@ def statement_names() -> set[str]:
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
+    session_scoped |= {"completions"}
+    session_scoped |= {"push_rows", "throttle_session"}
     session_scoped |= {"lease_keyed", "complete_and_lease", "lease_together"}
     session_scoped |= {"session_report", "attempts_per_lead", "owners"}
     session_scoped |= {"lead_events", "retry_failed"}
@@ -203,6 +218,9 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
     cross = {
         "stats_all",
+        "completions_all",
+        "ledger_head",
+        "lease_seconds",
         "paused_all",
         "blocked",
         "prune",
@@ -339,12 +357,11 @@ async def test_a_session_scoped_statement_reads_one_partition(
     touched = partitions_in(await explain(partitioned, SESSION_SCOPED[name]()))
     assert all(len(touched[table]) <= 1 for table in TABLES), touched
     # It reads something, pruned to one partition (an INSERT is routed as it runs instead; a
-    # pause or resume touches the session's settings row alone, and unpark_session writes the
-    # session's leads it reads).
+    # pause, a resume or a throttle touches the session's settings row alone, and
+    # unpark_session writes the session's leads it reads).
     read = any(touched[table] for table in TABLES)
-    assert read or name.startswith(
-        ("push", "settings_put", "pause", "resume", "add_dependencies", "unpark_session")
-    ), touched
+    writes_only = ("push", "settings_put", "pause", "resume", "add_dependencies")
+    assert read or name.startswith((*writes_only, "unpark_session", "throttle_session")), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched
     # Its UPDATE names the session too, so the write is routed as well as the claim.

@@ -171,7 +171,9 @@ def test_the_targets_of_what_users_run_are_reported() -> None:
     assert found["cli-true >= 0.3 x xargs-true at W=4"]["figures"]["ratio"] == 0.27
 
 
-@pytest.mark.parametrize("family", ["sdk", "go", "cli", "xargs"])
+@pytest.mark.parametrize(
+    "family", ["sdk", pytest.param("go", marks=pytest.mark.tools), "cli", "xargs"]
+)
 def test_what_users_run_drains_every_lead_once_and_is_measured(
     server_url: str, template_db: str, family: str
 ) -> None:

@@ -125,3 +125,10 @@ def test_the_two_clients_have_the_same_methods_and_signatures() -> None:
         assert not inspect.iscoroutinefunction(getattr(blocking, name)), name
     assert blocking.push.__doc__ == awaited.push.__doc__ == Client.push.__doc__
     blocking.close()
+
+
+def test_a_checkout_migrates_with_its_own_revisions() -> None:
+    """Not with those of the checkout the package was installed from (editable)."""
+    from app.store.migrate import script_location
+
+    assert Path(script_location()) == ROOT / "migrations"

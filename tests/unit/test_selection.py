@@ -40,20 +40,23 @@ def test_run_slow_takes_them() -> None:
     assert "1 test collected" in lines[-1] and "deselected" not in lines[-1], lines[-1]
 
 
-# A run given no paths takes ``testpaths``: two small files stand in for the whole of tests/,
-# one of a default tier, one of another.
-TWO_TIERS = ["-o", "testpaths=tests/unit/test_tiers.py tests/deploy/test_compose.py"]
+# A run given no paths takes ``testpaths``: small files stand in for the whole of tests/, one
+# of a default tier, one of another, and one of a default tier that drives Node (``tools``).
+TWO_TIERS = [
+    "-o",
+    "testpaths=tests/unit/test_tiers.py tests/deploy/test_compose.py tests/api/test_openapi.py",
+]
 
 
 def test_a_run_given_no_paths_takes_the_default_tiers_and_counts_the_others() -> None:
-    assert "tiers: unit, integration, api (name another, or add --run-slow for every tier)" in (
-        collect(*TWO_TIERS)
-    )
+    header = "tiers: unit, integration, api, less the tests of tools"
+    assert f"{header} (name a path, or add --run-slow for every test)" in collect(*TWO_TIERS)
     lines = collect("-q", *TWO_TIERS)
-    [left_out] = [line for line in lines if "tests of other tiers left out" in line]
-    assert "(deselected: deploy " in left_out, left_out
+    [left_out] = [line for line in lines if "tests of other tiers or tools left out" in line]
+    assert "(deselected: deploy " in left_out and ", tools 2)" in left_out, left_out
     taken = {line.split("::")[0] for line in lines if line.startswith("tests/")}
-    assert taken == {"tests/unit/test_tiers.py"}
+    assert taken == {"tests/unit/test_tiers.py", "tests/api/test_openapi.py"}
+    assert not any("typescript" in line or "redocly" in line for line in lines)
 
 
 def test_a_named_tier_runs_and_run_slow_takes_every_tier() -> None:
@@ -62,4 +65,9 @@ def test_a_named_tier_runs_and_run_slow_takes_every_tier() -> None:
     assert any(line.startswith("tests/deploy/test_compose.py::") for line in named)
     every = collect("-q", "--run-slow", *TWO_TIERS)
     taken = {line.split("::")[0] for line in every if line.startswith("tests/")}
-    assert taken == {"tests/unit/test_tiers.py", "tests/deploy/test_compose.py"}
+    assert taken == {
+        "tests/unit/test_tiers.py",
+        "tests/deploy/test_compose.py",
+        "tests/api/test_openapi.py",
+    }
+    assert any("typescript" in line for line in every)

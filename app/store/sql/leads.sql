@@ -88,6 +88,79 @@ SELECT id, key,
 FROM inserted ORDER BY id;
 
 -- ========================================================================================
+-- push_rows
+--
+-- ``push`` on a Citus cluster: ``rows`` leads of one session, with the ids drawn before
+-- (``lead_ids``), in one multi-row ``INSERT … VALUES``, which Citus routes to the session's
+-- shard (an ``INSERT … SELECT``, as ``push``'s, it runs through the coordinator instead).
+-- The ledger's ``pushed`` rows are written on the shard by the row trigger of revision
+-- 0016 (``ledger_by_row``), and the caller notifies (``pushed_notice``). The caller sorts
+-- the rows by key (as ``push`` inserts them) and gives each its id in input order.
+--
+-- parameters: session, ids, concurrency_keys, delays, depths, has_dependents, keys, max_attempts, max_runtimes, parent_ids, payloads, priorities, traceparents, now, ledger_by_row
+
+-- name: push_rows (rows=1)
+INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                   available_at, scheduled, created_at, updated_at, concurrency_key,
+                   max_runtime_s, traceparent, has_dependents, ledger_event)
+OVERRIDING SYSTEM VALUE
+VALUES
+    ((%(ids)s::bigint[])[1], %(session)s, (%(priorities)s::int[])[1],
+     CAST((%(payloads)s::text[])[1] AS jsonb), (%(keys)s::text[])[1],
+     (%(depths)s::int[])[1], (%(parent_ids)s::bigint[])[1], (%(max_attempts)s::int[])[1],
+     ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => (%(delays)s::float8[])[1])) AT TIME ZONE 'UTC', (%(delays)s::float8[])[1] > 0, %(now)s::timestamptz, %(now)s::timestamptz,
+     (%(concurrency_keys)s::text[])[1], (%(max_runtimes)s::int[])[1],
+     (%(traceparents)s::text[])[1], (%(has_dependents)s::bool[])[1],
+     CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END)
+ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id, key, NOT scheduled AS available;
+
+-- name: push_rows (rows=2)
+INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                   available_at, scheduled, created_at, updated_at, concurrency_key,
+                   max_runtime_s, traceparent, has_dependents, ledger_event)
+OVERRIDING SYSTEM VALUE
+VALUES
+    ((%(ids)s::bigint[])[1], %(session)s, (%(priorities)s::int[])[1],
+     CAST((%(payloads)s::text[])[1] AS jsonb), (%(keys)s::text[])[1],
+     (%(depths)s::int[])[1], (%(parent_ids)s::bigint[])[1], (%(max_attempts)s::int[])[1],
+     ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => (%(delays)s::float8[])[1])) AT TIME ZONE 'UTC', (%(delays)s::float8[])[1] > 0, %(now)s::timestamptz, %(now)s::timestamptz,
+     (%(concurrency_keys)s::text[])[1], (%(max_runtimes)s::int[])[1],
+     (%(traceparents)s::text[])[1], (%(has_dependents)s::bool[])[1],
+     CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END),
+    ((%(ids)s::bigint[])[2], %(session)s, (%(priorities)s::int[])[2],
+     CAST((%(payloads)s::text[])[2] AS jsonb), (%(keys)s::text[])[2],
+     (%(depths)s::int[])[2], (%(parent_ids)s::bigint[])[2], (%(max_attempts)s::int[])[2],
+     ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => (%(delays)s::float8[])[2])) AT TIME ZONE 'UTC', (%(delays)s::float8[])[2] > 0, %(now)s::timestamptz, %(now)s::timestamptz,
+     (%(concurrency_keys)s::text[])[2], (%(max_runtimes)s::int[])[2],
+     (%(traceparents)s::text[])[2], (%(has_dependents)s::bool[])[2],
+     CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END)
+ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id, key, NOT scheduled AS available;
+
+-- ========================================================================================
+-- lead_ids
+--
+-- ``n`` new lead ids, ascending: the ids of a push on a cluster (``push_rows``), drawn on
+-- the node the service is connected to (its own range of the sequence; no shard is read).
+--
+-- parameters: n
+
+-- name: lead_ids
+SELECT nextval('leads_id_seq') AS id FROM generate_series(1, %(n)s) ORDER BY 1;
+
+-- ========================================================================================
+-- pushed_notice
+--
+-- The notification of ``n`` leads of ``session`` pushed and available now, sent by the
+-- node the service is connected to (where ``push``'s own is sent): after ``push_rows``.
+--
+-- parameters: session, n
+
+-- name: pushed_notice
+SELECT pg_notify('leaseq_queued', %(session)s || ' ' || %(n)s::text) IS NULL AS notified;
+
+-- ========================================================================================
 -- existing_keys
 --
 -- Ids of keys already present in a session (the duplicates of a push).
@@ -127,7 +200,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND l.id IN (SELECT id FROM locked)
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
@@ -156,7 +229,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT renewed.*, busy.items AS busy FROM (
     SELECT array(
@@ -180,7 +253,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT * FROM renewed;
 
@@ -197,7 +270,7 @@ renewed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.id, req.token, l.lease_expires_at, CASE WHEN l.runtime_ends_at < ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => req.ttl_s)) AT TIME ZONE 'UTC'
-         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s
+         THEN extract(epoch FROM l.runtime_ends_at - %(now)s::timestamptz)::float8 ELSE req.ttl_s END AS ttl_s, l.attempts AS attempt
 )
 SELECT * FROM renewed;
 
@@ -205,14 +278,20 @@ SELECT * FROM renewed;
 -- runtime_ran_out
 --
 -- Which of the given leases (lead id, token) ended at their maximum runtime, and are not
--- yet swept: why their renewal was refused.
+-- yet swept: why their renewal was refused. ``routed``: the leases are of ``session``
+-- (their tokens'), as in ``renew_many``.
 --
--- parameters: ids, tokens, now
+-- parameters: ids, tokens, now, session
 
--- name: runtime_ran_out
+-- name: runtime_ran_out (routed=True)
 SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
-  AND l.runtime_ends_at <= %(now)s::timestamptz;
+  AND l.runtime_ends_at <= %(now)s::timestamptz AND l.session = %(session)s;
+
+-- name: runtime_ran_out (routed=False)
+SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
+  AND l.runtime_ends_at <= %(now)s::timestamptz ;
 
 -- ========================================================================================
 -- complete_many
@@ -783,23 +862,38 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
 -- was, and changes nothing. A statement of its own, run after
 -- ``complete_many`` for the items it did not complete: its snapshot sees a
 -- completion that committed while that one waited on the row. ``item`` is
--- the caller's position of each item; ``lean`` returns only it.
+-- the caller's position of each item; ``lean`` returns only it. ``routed``: the leases
+-- are of ``session`` (their tokens'), as in ``complete_many``.
 --
--- parameters: ids, items, statuses, tokens
+-- parameters: ids, items, statuses, tokens, session
 
--- name: completed_already (lean=True)
+-- name: completed_already (lean=True, routed=True)
 SELECT req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') AND l.session = %(session)s;
 
--- name: completed_already (lean=False)
+-- name: completed_already (lean=True, routed=False)
+SELECT req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') ;
+
+-- name: completed_already (lean=False, routed=True)
 SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, req.item
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached');
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') AND l.session = %(session)s;
+
+-- name: completed_already (lean=False, routed=False)
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, req.item
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
+    AS req(lead_id, token, status, item), leads AS l
+WHERE l.id = req.lead_id AND l.lease_token = req.token
+  AND l.status = req.status AND l.status IN ('done', 'failed', 'cached') ;
 
 -- ========================================================================================
 -- release
@@ -816,8 +910,9 @@ WHERE l.id = req.lead_id AND l.lease_token = req.token
 -- all in this statement, so only a valid lease pauses its session. ``unstarted``: the
 -- holder never started the lead (prefetched, or taken by a long poll whose client left):
 -- the lease is not counted against ``max_attempts`` either (``throttles``), so giving
--- back a lead that never ran cannot fail it. ``routed``: the lease is
--- of ``session`` (its token's), as in ``renew_many``.
+-- back a lead that never ran cannot fail it. ``routed``: the lease is of ``session`` (its
+-- token's), as in ``renew_many``; the session's pause is then ``throttle_session``, in the
+-- same transaction, run when this one released the lease.
 --
 -- parameters: delay_s, error, lead_id, token, throttle_s, unstarted, session, now, ledger_by_row, notify_ended
 
@@ -842,13 +937,6 @@ released AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*
-),
-throttled AS (
-    INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
-    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
-    ON CONFLICT (session) DO UPDATE
-        SET paused_until = greatest(s.paused_until, excluded.paused_until)
 ),
 ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
@@ -932,13 +1020,6 @@ released AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
     RETURNING l.*
-),
-throttled AS (
-    INSERT INTO session_settings AS s (session, paused_until, updated_at)
-    SELECT released.session, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => cooldown.s)) AT TIME ZONE 'UTC', %(now)s::timestamptz
-    FROM released JOIN (SELECT %(throttle_s)s::float8 AS s) AS cooldown ON cooldown.s IS NOT NULL
-    ON CONFLICT (session) DO UPDATE
-        SET paused_until = greatest(s.paused_until, excluded.paused_until)
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after,
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
@@ -992,6 +1073,21 @@ SELECT id, session, priority, payload, key, status, owner, attempts, max_attempt
               LIMIT 351) AS ended
         HAVING count(*) > 0) AS ended_notified
 FROM released;
+
+-- ========================================================================================
+-- throttle_session
+--
+-- Pause ``session`` until now + ``throttle_s``, or later if it already was: a throttled
+-- release's pause on a cluster, after the routed ``release`` in its transaction (one
+-- insert of one session, routed to its shard).
+--
+-- parameters: session, throttle_s, now
+
+-- name: throttle_session
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s, ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => %(throttle_s)s::float8)) AT TIME ZONE 'UTC', %(now)s::timestamptz)
+ON CONFLICT (session) DO UPDATE
+    SET paused_until = greatest(s.paused_until, excluded.paused_until);
 
 -- ========================================================================================
 -- sweep

@@ -1607,13 +1607,21 @@ FROM promoted;
 -- valid_leases
 --
 -- Those of the given leases (lead id and token) that are still valid, in leasing order.
+-- ``routed``: they are of ``session`` (their tokens'), so on a cluster the read is that
+-- session's shard's alone.
 --
--- parameters: ids, tokens, now
+-- parameters: ids, tokens, now, session
 
--- name: valid_leases
+-- name: valid_leases (routed=True)
 SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
-WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+ORDER BY l.priority DESC, l.id;
+
+-- name: valid_leases (routed=False)
+SELECT l.id, l.session, l.priority, l.payload, l.key, l.status, l.owner, l.attempts, l.max_attempts, l.available_at, l.lease_expires_at, l.result, l.error, l.created_at, l.updated_at, l.depth, l.parent_id, l.checkpoint, l.concurrency_key, l.max_runtime_s, l.traceparent, l.after, l.lease_token, l.runtime_ends_at
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
+WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz 
 ORDER BY l.priority DESC, l.id;
 
 -- ========================================================================================

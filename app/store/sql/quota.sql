@@ -16,3 +16,15 @@ WITH gone AS (
 INSERT INTO leaseq_config AS c (name, value, updated_at)
 SELECT %(name)s, %(value)s::text, now() WHERE %(value)s::text IS NOT NULL
 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at;
+
+-- ========================================================================================
+-- config_get
+--
+-- The settings of the service kept in the database under ``names``: a read, which a
+-- Citus cluster answers from the node connected to (``leaseq_config`` is a reference
+-- table), so a stopped worker node does not keep it from being read, as it would a write.
+--
+-- parameters: names
+
+-- name: config_get
+SELECT name, value FROM leaseq_config WHERE name = ANY(%(names)s::text[]);

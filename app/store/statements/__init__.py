@@ -23,6 +23,8 @@ from app.store.statements.dependencies import (
     dependency_targets,
     dependents,
 )
+from app.store.statements.fairness import lease_seconds, ledger_head
+from app.store.statements.fences import fence_key
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
     MAX_SPAN_S,
@@ -38,19 +40,24 @@ from app.store.statements.keys import (
     remembered,
 )
 from app.store.statements.leads import (
+    PUSH_ROWS_MAX,
     cancel,
     complete_many,
     completed_already,
     existing_keys,
     get,
+    lead_ids,
     prune,
     push,
+    push_rows,
+    pushed_notice,
     release,
     renew_many,
     retry,
     retry_failed,
     runtime_ran_out,
     sweep,
+    throttle_session,
 )
 from app.store.statements.lease import (
     DUE_PER_LEASE,
@@ -75,7 +82,7 @@ from app.store.statements.outcomes import (
     watched,
 )
 from app.store.statements.parking import PARK_MARGIN, forget_frees, tend_keys, unpark_session
-from app.store.statements.quota import QUOTA_SQLSTATE, config_put
+from app.store.statements.quota import QUOTA_SQLSTATE, config_get, config_put
 from app.store.statements.reads import (
     autovacuum,
     db_now,
@@ -90,6 +97,7 @@ from app.store.statements.reads import (
     stats,
     stats_all,
 )
+from app.store.statements.scaling import completions, completions_all
 from app.store.statements.schedules import (
     schedule_advance,
     schedule_delete,
@@ -141,6 +149,7 @@ __all__ = [
     "NOW",
     "OUTCOME_EVENTS",
     "PARK_MARGIN",
+    "PUSH_ROWS_MAX",
     "QUOTA_SQLSTATE",
     "REGISTRY",
     "TOKENS_CHANNEL",
@@ -161,6 +170,9 @@ __all__ = [
     "complete_and_lease",
     "complete_many",
     "completed_already",
+    "completions",
+    "completions_all",
+    "config_get",
     "config_put",
     "db_now",
     "dependency_targets",
@@ -168,6 +180,7 @@ __all__ = [
     "existing_keys",
     "expiring",
     "failures",
+    "fence_key",
     "fold_counts",
     "forget_frees",
     "forget_stale_watches",
@@ -175,13 +188,16 @@ __all__ = [
     "get",
     "in_list",
     "lead_events",
+    "lead_ids",
     "lead_sessions",
     "lead_sessions_on_nodes",
     "lease_group",
     "lease_keyed",
     "lease_limited",
     "lease_next",
+    "lease_seconds",
     "lease_together",
+    "ledger_head",
     "list_leads",
     "lock_settings",
     "lock_timeout",
@@ -195,6 +211,8 @@ __all__ = [
     "prune",
     "prune_keys",
     "push",
+    "push_rows",
+    "pushed_notice",
     "release",
     "remember_answer",
     "remembered",
@@ -225,6 +243,7 @@ __all__ = [
     "sweep",
     "tend_keys",
     "text",
+    "throttle_session",
     "token_create",
     "token_lookup",
     "token_revoke",

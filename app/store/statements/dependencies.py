@@ -62,6 +62,13 @@ DECLARE
     woken_sessions text[];
     woken bigint[];
 BEGIN
+    -- A statement of this function's own (the leads it failed or counted down, revision
+    -- 0023): every blocked lead below those it failed was in its closure, and it ends no
+    -- other. Walking them again cost as much as the chain above them: 4.6 s, not 0.4 s,
+    -- for a chain 5,000 deep.
+    IF pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    END IF;
     -- Most statements end no lead that others wait on: one look at the rows they changed.
     IF NOT EXISTS (SELECT FROM new_rows
                    WHERE has_dependents AND status IN ('done', 'cached', 'failed')) THEN

@@ -97,6 +97,88 @@ def push(
     """
 
 
+# The most rows one ``push_rows`` statement inserts: a push of more is several, in one
+# transaction (a text per power of two up to this, so the texts stay few and short).
+PUSH_ROWS_MAX = 128
+
+
+def _push_rows(rows: int) -> str:
+    # Row k reads position k of each array: one text per count of rows, the same parameters.
+    def at(array: str, cast: str, k: int) -> str:
+        return f"(%({array})s::{cast}[])[{k}]"
+
+    values = ",\n".join(
+        f"""    ({at("ids", "bigint", k)}, %(session)s, {at("priorities", "int", k)},
+     CAST({at("payloads", "text", k)} AS jsonb), {at("keys", "text", k)},
+     {at("depths", "int", k)}, {at("parent_ids", "bigint", k)}, {at("max_attempts", "int", k)},
+     {plus_seconds(NOW, at("delays", "float8", k))}, {at("delays", "float8", k)} > 0, {NOW}, {NOW},
+     {at("concurrency_keys", "text", k)}, {at("max_runtimes", "int", k)},
+     {at("traceparents", "text", k)}, {at("has_dependents", "bool", k)},
+     CASE WHEN %(ledger_by_row)s::bool THEN 'pushed' END)"""
+        for k in range(1, rows + 1)
+    )
+    return f"""
+INSERT INTO leads (id, session, priority, payload, key, depth, parent_id, max_attempts,
+                   available_at, scheduled, created_at, updated_at, concurrency_key,
+                   max_runtime_s, traceparent, has_dependents, ledger_event)
+OVERRIDING SYSTEM VALUE
+VALUES
+{values}
+ON CONFLICT (session, key) WHERE key IS NOT NULL DO NOTHING
+RETURNING id, key, NOT scheduled AS available
+"""
+
+
+# Rendered for one and two rows; the queue builds the counts it needs (powers of two).
+@statement(_push_rows, rows=(1, 2))
+def push_rows(
+    *,
+    session: str,
+    ids: list[int],
+    concurrency_keys: list[str | None],
+    delays: list[float],
+    depths: list[int],
+    has_dependents: list[bool],
+    keys: list[str | None],
+    max_attempts: list[int],
+    max_runtimes: list[int | None],
+    parent_ids: list[int | None],
+    payloads: list[str],
+    priorities: list[int],
+    traceparents: list[str | None],
+    now: datetime | None,
+    ledger_by_row: bool = False,
+    rows: int,
+) -> None:
+    """``push`` on a Citus cluster: ``rows`` leads of one session, with the ids drawn before
+    (``lead_ids``), in one multi-row ``INSERT … VALUES``, which Citus routes to the session's
+    shard (an ``INSERT … SELECT``, as ``push``'s, it runs through the coordinator instead).
+    The ledger's ``pushed`` rows are written on the shard by the row trigger of revision
+    0016 (``ledger_by_row``), and the caller notifies (``pushed_notice``). The caller sorts
+    the rows by key (as ``push`` inserts them) and gives each its id in input order."""
+
+
+def _lead_ids() -> str:
+    return "SELECT nextval('leads_id_seq') AS id FROM generate_series(1, %(n)s) ORDER BY 1"
+
+
+@statement(_lead_ids)
+def lead_ids(*, n: int) -> None:
+    """``n`` new lead ids, ascending: the ids of a push on a cluster (``push_rows``), drawn on
+    the node the service is connected to (its own range of the sequence; no shard is read)."""
+
+
+def _pushed_notice() -> str:
+    payload = "%(session)s || ' ' || %(n)s::text"
+    return f"SELECT {notify(payload)} AS notified"
+
+
+@statement(_pushed_notice)
+def pushed_notice(*, session: str, n: int) -> None:
+    """The notification of ``n`` leads of ``session`` pushed and available now, sent by the
+    node the service is connected to (where ``push``'s own is sent): after ``push_rows``."""
+
+
 def _existing_keys() -> str:
     return "SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[])"
 
@@ -124,7 +206,7 @@ renewed AS (
         updated_at = {NOW}, checkpoint = coalesce(CAST(req.checkpoint AS jsonb), l.checkpoint)
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}{ONLY_LOCKED if skip_locked else ""}
-    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s
+    RETURNING l.id, req.token, l.lease_expires_at, {_GRANTED} AS ttl_s, l.attempts AS attempt
 ){answer}"""
 
 
@@ -155,18 +237,26 @@ def renew_many(
     """
 
 
-def _runtime_ran_out() -> str:
+def _runtime_ran_out(routed: bool) -> str:
     return f"""
 SELECT l.id FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
 WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token
-  AND l.runtime_ends_at <= {NOW}
+  AND l.runtime_ends_at <= {NOW} {only_session(routed, "l.session")}
 """
 
 
-@statement(_runtime_ran_out)
-def runtime_ran_out(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
+@statement(_runtime_ran_out, routed=BOTH)
+def runtime_ran_out(
+    *,
+    ids: list[int],
+    tokens: list[str],
+    now: datetime | None,
+    session: str | None = None,
+    routed: bool = False,
+) -> None:
     """Which of the given leases (lead id, token) ended at their maximum runtime, and are not
-    yet swept: why their renewal was refused."""
+    yet swept: why their renewal was refused. ``routed``: the leases are of ``session``
+    (their tokens'), as in ``renew_many``."""
 
 
 def _complete_many(ledger: bool, lean: bool, skip_locked: bool, routed: bool) -> str:
@@ -226,20 +316,27 @@ def complete_many(
     """
 
 
-def _completed_already(lean: bool) -> str:
+def _completed_already(lean: bool, routed: bool) -> str:
     columns = "req.item" if lean else f"{qualified(LEAD_COLUMNS)}, req.item"
     return f"""
 SELECT {columns}
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(statuses)s::text[], %(items)s::int[])
     AS req(lead_id, token, status, item), leads AS l
 WHERE l.id = req.lead_id AND l.lease_token = req.token
-  AND l.status = req.status AND l.status IN {TERMINAL}
+  AND l.status = req.status AND l.status IN {TERMINAL} {only_session(routed, "l.session")}
 """
 
 
-@statement(_completed_already, lean=BOTH)
+@statement(_completed_already, lean=BOTH, routed=BOTH)
 def completed_already(
-    *, ids: list[int], items: list[int], statuses: list[str], tokens: list[str], lean: bool = False
+    *,
+    ids: list[int],
+    items: list[int],
+    statuses: list[str],
+    tokens: list[str],
+    session: str | None = None,
+    lean: bool = False,
+    routed: bool = False,
 ) -> None:
     """Which of the given items name a lead their very lease already finished with that status.
 
@@ -247,7 +344,8 @@ def completed_already(
     was, and changes nothing. A statement of its own, run after
     ``complete_many`` for the items it did not complete: its snapshot sees a
     completion that committed while that one waited on the row. ``item`` is
-    the caller's position of each item; ``lean`` returns only it.
+    the caller's position of each item; ``lean`` returns only it. ``routed``: the leases
+    are of ``session`` (their tokens'), as in ``complete_many``.
     """
 
 
@@ -276,7 +374,7 @@ released AS (
     FROM req
     WHERE l.id = req.lead_id AND {valid_lease(routed)}
     RETURNING l.*
-),{_THROTTLED}{ledger_rows("released", "released", enabled=ledger)}
+){"" if routed else f",{_THROTTLED}"}{ledger_rows("released", "released", enabled=ledger)}
 SELECT {LEAD_COLUMNS},
        CASE WHEN status = 'queued' AND NOT scheduled AND %(throttle_s)s::float8 IS NULL
             THEN {notify("session || ' 1'")} END AS notified,
@@ -285,7 +383,9 @@ FROM released
 """
 
 
-# A throttled release pauses its lead's session (a row of its own if it had none).
+# A throttled release pauses its lead's session (a row of its own if it had none). Routed
+# (on a cluster) the release leaves it to ``throttle_session`` in its transaction: an
+# ``INSERT … SELECT`` from a CTE is not a router statement.
 _THROTTLED = f"""
 throttled AS (
     INSERT INTO session_settings AS s (session, paused_until, updated_at)
@@ -324,9 +424,26 @@ def release(
     all in this statement, so only a valid lease pauses its session. ``unstarted``: the
     holder never started the lead (prefetched, or taken by a long poll whose client left):
     the lease is not counted against ``max_attempts`` either (``throttles``), so giving
-    back a lead that never ran cannot fail it. ``routed``: the lease is
-    of ``session`` (its token's), as in ``renew_many``.
+    back a lead that never ran cannot fail it. ``routed``: the lease is of ``session`` (its
+    token's), as in ``renew_many``; the session's pause is then ``throttle_session``, in the
+    same transaction, run when this one released the lease.
     """
+
+
+def _throttle_session() -> str:
+    return f"""
+INSERT INTO session_settings AS s (session, paused_until, updated_at)
+VALUES (%(session)s, {plus_seconds(NOW, "%(throttle_s)s::float8")}, {NOW})
+ON CONFLICT (session) DO UPDATE
+    SET paused_until = greatest(s.paused_until, excluded.paused_until)
+"""
+
+
+@statement(_throttle_session)
+def throttle_session(*, session: str, throttle_s: float, now: datetime | None) -> None:
+    """Pause ``session`` until now + ``throttle_s``, or later if it already was: a throttled
+    release's pause on a cluster, after the routed ``release`` in its transaction (one
+    insert of one session, routed to its shard)."""
 
 
 def _sweep(ledger: bool, scoped: bool) -> str:

@@ -586,18 +586,27 @@ def promote(
     """
 
 
-def _valid_leases() -> str:
+def _valid_leases(routed: bool) -> str:
     return f"""
 SELECT {qualified(LEAD_COLUMNS)}, l.lease_token, l.runtime_ends_at
 FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS req(lead_id, token), leads AS l
-WHERE l.id = req.lead_id AND {VALID_LEASE}
+WHERE l.id = req.lead_id AND {VALID_LEASE} {only_session(routed, "l.session")}
 ORDER BY l.priority DESC, l.id
 """
 
 
-@statement(_valid_leases)
-def valid_leases(*, ids: list[int], tokens: list[str], now: datetime | None) -> None:
-    """Those of the given leases (lead id and token) that are still valid, in leasing order."""
+@statement(_valid_leases, routed=BOTH)
+def valid_leases(
+    *,
+    ids: list[int],
+    tokens: list[str],
+    now: datetime | None,
+    session: str | None = None,
+    routed: bool = False,
+) -> None:
+    """Those of the given leases (lead id and token) that are still valid, in leasing order.
+    ``routed``: they are of ``session`` (their tokens'), so on a cluster the read is that
+    session's shard's alone."""
 
 
 def _lock_settings() -> str:

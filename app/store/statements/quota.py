@@ -76,3 +76,14 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.u
 def config_put(*, name: str, value: str | None) -> None:
     """Keep a setting of the service in the database (``value`` None: forget it), for what
     runs without an API process: the trigger leads_max_queued reads ``max_queued``."""
+
+
+def _config_get() -> str:
+    return "SELECT name, value FROM leaseq_config WHERE name = ANY(%(names)s::text[])"
+
+
+@statement(_config_get)
+def config_get(*, names: list[str]) -> None:
+    """The settings of the service kept in the database under ``names``: a read, which a
+    Citus cluster answers from the node connected to (``leaseq_config`` is a reference
+    table), so a stopped worker node does not keep it from being read, as it would a write."""

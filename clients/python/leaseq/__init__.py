@@ -25,6 +25,7 @@ from leaseq.errors import (
     Unauthorized,
     Unavailable,
 )
+from leaseq.fences import Fence, FenceInvalid, sign_fence, verify_fence
 from leaseq.model import (
     AllCounts,
     ApiToken,
@@ -41,6 +42,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Scaling,
     Schedule,
     SessionSettings,
     Status,
@@ -76,6 +78,8 @@ __all__ = [
     "CompleteItem",
     "Conflict",
     "Counts",
+    "Fence",
+    "FenceInvalid",
     "FinalStatus",
     "Forbidden",
     "HandlerCancelled",
@@ -97,6 +101,7 @@ __all__ = [
     "RenewItem",
     "Renewal",
     "RetryPolicy",
+    "Scaling",
     "Schedule",
     "SessionSettings",
     "Status",
@@ -110,4 +115,6 @@ __all__ = [
     "__version__",
     "push_in",
     "run_worker",
+    "sign_fence",
+    "verify_fence",
 ]

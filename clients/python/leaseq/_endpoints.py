@@ -40,6 +40,7 @@ from leaseq._wire import (
     parse_lead,
     parse_lease,
     parse_renewal,
+    parse_scaling,
     parse_schedule,
     parse_settings,
     parse_sweep,
@@ -67,6 +68,7 @@ from leaseq.model import (
     PushResult,
     Renewal,
     RenewItem,
+    Scaling,
     Schedule,
     SessionSettings,
     Status,
@@ -545,6 +547,14 @@ class Endpoints(Generic[_Transport]):
         data = (yield Call("GET", "/stats")).json()
         sessions = {name: parse_counts(counts) for name, counts in data["sessions"].items()}
         return AllCounts(sessions=sessions, total=parse_counts(data["total"]))
+
+    @endpoint
+    def scaling(self, session: str, target_wait_s: float | None = None) -> Exchange[Scaling]:
+        """The signal to scale the session's workers on: its backlog, leads held, oldest
+        available age, completions per second and the workers that would keep its wait
+        under ``target_wait_s`` (None: the service's 60 s)."""
+        query = "" if target_wait_s is None else f"?target_wait_s={target_wait_s!r}"
+        return parse_scaling((yield Call("GET", f"/sessions/{seg(session)}/scaling{query}")).json())
 
     @endpoint
     def settings(self, session: str) -> Exchange[SessionSettings]:

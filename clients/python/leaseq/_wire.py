@@ -60,6 +60,7 @@ from leaseq.model import (
     NextLease,
     Renewal,
     RenewItem,
+    Scaling,
     Schedule,
     SessionSettings,
     SweepResult,
@@ -317,12 +318,28 @@ def parse_lease(data: Mapping[str, Any]) -> Lease:
         owner=data["owner"],
         expires_at=_time(data["expires_at"]),
         ttl_s=_maybe_seconds(data.get("ttl_s")),
+        fence=data.get("fence"),
     )
 
 
 def parse_renewal(data: Mapping[str, Any]) -> Renewal:
     """A renewal's new expiry and the ttl granted."""
-    return Renewal(expires_at=_time(data["expires_at"]), ttl_s=float(data["ttl_s"]))
+    return Renewal(
+        expires_at=_time(data["expires_at"]), ttl_s=float(data["ttl_s"]), fence=data.get("fence")
+    )
+
+
+def parse_scaling(data: Mapping[str, Any]) -> Scaling:
+    """The signal to scale on, as the API answers it."""
+    age = data.get("oldest_available_age_s")
+    return Scaling(
+        session=data["session"],
+        backlog=int(data["backlog"]),
+        leased=int(data["leased"]),
+        oldest_available_age_s=None if age is None else float(age),
+        completions_per_s=float(data["completions_per_s"]),
+        suggested_workers=int(data["suggested_workers"]),
+    )
 
 
 def parse_counts(data: Mapping[str, Any]) -> Counts:
@@ -384,6 +401,7 @@ def parse_item_result(data: Mapping[str, Any]) -> ItemResult:
         expires_at=_maybe_time(data.get("expires_at")),
         code=data.get("code"),
         ttl_s=_maybe_seconds(data.get("ttl_s")),
+        fence=data.get("fence"),
     )
 
 

@@ -91,14 +91,20 @@ class Lease:
     owner: str
     expires_at: datetime
     ttl_s: float | None = None
+    # The lease named and signed by the service, for the writers downstream to check
+    # (``leaseq.verify_fence``; docs/beyond.md#fences). None from a service without fences.
+    fence: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Renewal:
-    """A renewed lease: its new expiry (database clock) and the seconds granted."""
+    """A renewed lease: its new expiry (database clock), the seconds granted, and its fence
+    with the new expiry."""
 
     expires_at: datetime
     ttl_s: float
+    fence: str | None = None
+    attempt: int | None = None  # the lease's (the service's, to sign its fence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +160,24 @@ class ItemResult:
     expires_at: datetime | None = None
     code: str | None = None
     ttl_s: float | None = None
+    # A renewal's, when ok: the lease's attempt (the service's, to sign) and its new fence.
+    attempt: int | None = None
+    fence: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scaling:
+    """How many workers a session (or a fleet: ``session`` ``*``) calls for
+    (docs/beyond.md#a-signal-to-scale-on): its ``backlog`` (queued leads), the leads
+    ``leased`` now, the age of its oldest available lead (None: none), its completions per
+    second over the last minute, and ``suggested_workers`` for the target wait asked."""
+
+    session: str
+    backlog: int
+    leased: int
+    oldest_available_age_s: float | None
+    completions_per_s: float
+    suggested_workers: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,6 +266,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session}/scaling": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Scaling
+         * @description The signal to scale the session's workers on: its backlog, the leads it holds, the age
+         *     of its oldest available lead, its completions per second over the last minute, and the
+         *     workers that would finish its backlog within `target_wait_s` (docs/beyond.md). The
+         *     shape KEDA's metrics-api scaler reads. Cheap: no read scans the backlog.
+         */
+        get: operations["getScaling"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scaling": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Scaling All
+         * @description The signal of every session with leads, and of the fleet (`total`, session `*`): one
+         *     pool of workers leasing from all of them. A scoped token sees only its own sessions,
+         *     and their total.
+         */
+        get: operations["getScalingAll"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sessions/{session}/settings": {
         parameters: {
             query?: never;
@@ -752,6 +797,15 @@ export interface components {
             /** Key */
             key: string;
         };
+        /** AllScalingOut */
+        AllScalingOut: {
+            /** Sessions */
+            sessions: {
+                [key: string]: components["schemas"]["ScalingOut"];
+            };
+            /** @description The fleet: one pool of workers for every session. */
+            total: components["schemas"]["ScalingOut"];
+        };
         /** AllStatsOut */
         AllStatsOut: {
             /** Sessions */
@@ -987,6 +1041,11 @@ export interface components {
              * @enum {string}
              */
             code?: "lease_lost";
+            /**
+             * Fence
+             * @description A renewal's, when ok: the lease's fence with its new expiry.
+             */
+            fence?: string;
         };
         /** LeadAnswer */
         LeadAnswer: {
@@ -1190,6 +1249,11 @@ export interface components {
              * @description The seconds granted: time heartbeats from your own send time with it, never by comparing expires_at (the database's clock) with your clock.
              */
             ttl_s: number;
+            /**
+             * Fence
+             * @description The lease named and signed by the service (`1.<lead>.<attempt>.<expires_at_ms>.<sig>`, HMAC-SHA256 by a key of LEASEQ_FENCE_KEYS): pass it to the systems you write to, which check it offline (`verify_fence`) or with `SELECT leaseq_fence_current(fence)` (docs/beyond.md#fences).
+             */
+            fence: string;
         };
         /** LeasesOut */
         LeasesOut: {
@@ -1350,6 +1414,11 @@ export interface components {
              * @description The seconds granted: time heartbeats from your own send time with it, never by comparing expires_at (the database's clock) with your clock.
              */
             ttl_s: number;
+            /**
+             * Fence
+             * @description The lease's fence with its new expiry. The lease named and signed by the service (`1.<lead>.<attempt>.<expires_at_ms>.<sig>`, HMAC-SHA256 by a key of LEASEQ_FENCE_KEYS): pass it to the systems you write to, which check it offline (`verify_fence`) or with `SELECT leaseq_fence_current(fence)` (docs/beyond.md#fences).
+             */
+            fence: string;
         };
         /**
          * ReportOut
@@ -1420,6 +1489,43 @@ export interface components {
              * @description Failed leads queued again.
              */
             requeued: number;
+        };
+        /**
+         * ScalingOut
+         * @description The signal to scale workers on (docs/beyond.md#a-signal-to-scale-on), in the shape
+         *     KEDA's metrics-api scaler reads (`valueLocation: suggested_workers`).
+         */
+        ScalingOut: {
+            /**
+             * Session
+             * @description The session; `*` for a fleet's total.
+             */
+            session: string;
+            /**
+             * Backlog
+             * @description Its queued leads (delayed and blocked ones too).
+             */
+            backlog: number;
+            /**
+             * Leased
+             * @description Its leads leased now.
+             */
+            leased: number;
+            /**
+             * Oldest Available Age S
+             * @description Seconds, on the database clock, since its oldest lead that could be leased now became available; null when none.
+             */
+            oldest_available_age_s: number | null;
+            /**
+             * Completions Per S
+             * @description Leads finished per second, over the last minute.
+             */
+            completions_per_s: number;
+            /**
+             * Suggested Workers
+             * @description Workers enough to finish the backlog and the leads in flight within target_wait_s at the last minute's rate per worker; 0 when nothing is queued or leased.
+             */
+            suggested_workers: number;
         };
         /** ScheduleIn */
         ScheduleIn: {
@@ -3059,6 +3165,223 @@ export interface operations {
             };
             /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getScaling: {
+        parameters: {
+            query?: {
+                /** @description The longest a lead should wait for a worker, in seconds (default 60). */
+                target_wait_s?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScalingOut"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getScalingAll: {
+        parameters: {
+            query?: {
+                /** @description The longest a lead should wait for a worker, in seconds (default 60). */
+                target_wait_s?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AllScalingOut"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -5,13 +5,24 @@ commands; ``verbs`` the calls to a running service (push, stats, sweep);
 ``sessions`` a session's settings (weight, cap, rate); ``leads`` a session's leads
 listed by filter, retried or cancelled many at once; ``schedules`` leads
 pushed on a schedule; ``tokens`` scoped API tokens;
-``worker`` the work loop; ``output`` the printing and the one error handler.
+``worker`` the work loop; ``docs`` where the docs site is; ``output`` the printing
+and the one error handler.
 """
 
-from leaseq.cli import leads, schedules, sessions, tokens, verbs, worker
+from leaseq.cli import docs, leads, schedules, sessions, tokens, verbs, worker
 from leaseq.cli.root import app
 
-__all__ = ["app", "leads", "main", "schedules", "sessions", "tokens", "verbs", "worker"]
+__all__ = [
+    "app",
+    "docs",
+    "leads",
+    "main",
+    "schedules",
+    "sessions",
+    "tokens",
+    "verbs",
+    "worker",
+]
 
 
 def main() -> None:

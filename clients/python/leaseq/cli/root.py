@@ -43,6 +43,7 @@ ORDER = (
     "tokens",
     "schedules",
     "prune",
+    "docs",
 )
 
 
