@@ -138,6 +138,7 @@ async def without_limits(url: str, calls: int) -> dict[str, list[float]]:
             async def lease() -> None:
                 params = {"session": session, "owner": "b", "max": 1, "ttl_s": 300.0}
                 params |= {"now": DB_CLOCK, "tokens": [mint("s")], "ledger_by_row": False}
+                params["api_token"] = None
                 rows = await db.rows(text, params)
                 assert rows and rows[0]["id"] is not None
 
@@ -229,6 +230,7 @@ def explained(url: str, explains: int) -> dict[str, dict[str, float | None]]:
             for name, statement in compared.items():
                 params = {"session": "explain", "owner": "b", "max": 1, "ttl_s": 300.0}
                 params |= {"now": DB_CLOCK, "tokens": [mint("s")], "ledger_by_row": False}
+                params["api_token"] = None
                 found = conn.execute(
                     f"EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) {statement}",  # type: ignore[arg-type]
                     params,

@@ -260,3 +260,32 @@ def test_a_diamond_of_dependencies_on_a_leads_page(
         assert centre == "done center"
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard-lead-graph.png"), full_page=True)
+
+
+def test_a_schedules_last_leads_and_its_delete(
+    services: Services, database_url: str, browser: Any
+) -> None:
+    service = services.start("--sweep-interval", "3600", database_url=database_url)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
+        conn.execute(  # two ticks' leads, as the scheduler keys them, and one of another's
+            "INSERT INTO leads (session, key) VALUES (%s, 'schedule:nightly:2026-12-06T00:00:00Z'),"
+            " (%s, 'schedule:nightly:2026-12-07T00:00:00Z'), (%s, 'schedule:other:x')",
+            [SESSION, SESSION, SESSION],
+        )
+    with service.client() as http:
+        body = {"session": SESSION, "cron": "0 0 * * *", "lead": {"payload": {}}}
+        assert http.put("/schedules/nightly", json=body).status_code == 200
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"{service.url}/dashboard")
+        row = '#schedules tbody tr[data-schedule="nightly"]'
+        page.click(f"{row} a.schedule-leads", timeout=WAIT_MS)
+        loaded_after(page, None)
+        keys = page.locator("#session-leads tbody td.key").all_text_contents()
+        assert keys == [
+            "schedule:nightly:2026-12-07T00:00:00Z",
+            "schedule:nightly:2026-12-06T00:00:00Z",
+        ]
+        page.go_back()
+        page.click(f'{row} button[data-action="delete-schedule"]', timeout=WAIT_MS)
+        page.wait_for_selector(row, state="detached", timeout=WAIT_MS)
+        assert http.get("/schedules/nightly").status_code == 404

@@ -260,6 +260,13 @@ VERBS: dict[str, Callable[[Built], Request]] = {
     ),
     "cancel": lambda b: ("POST", f"/leads/{b.lead_id}/cancel", None),
     "retry": lambda b: ("POST", f"/leads/{b.lead_id}/retry", None),
+    "cancel_by_ids": lambda b: (
+        "POST",
+        f"/sessions/{b.session}/leads/cancel",
+        {"ids": [b.lead_id]},
+    ),
+    "retry_by_ids": lambda b: ("POST", f"/sessions/{b.session}/leads/retry", {"ids": [b.lead_id]}),
+    "list": lambda b: ("GET", f"/sessions/{b.session}/leads", None),
     "sweep": lambda b: ("POST", "/sweep", {"session": b.session}),
     "stats": lambda b: ("GET", f"/sessions/{b.session}/stats", None),
 }
@@ -276,10 +283,13 @@ async def _seen(client: httpx.AsyncClient, built: Built) -> tuple[Any, Any]:
 
 
 def _refused(response: httpx.Response) -> bool:
-    """A 4xx, or a batch whose only item was refused."""
+    """A 4xx, a batch whose only item was refused, or a bulk verb that changed nothing."""
     if response.status_code >= 400:
         return True
-    results = response.json().get("results") if response.status_code == 200 else None
+    body = response.json() if response.status_code == 200 else {}
+    if body.get("changed") == 0:
+        return True
+    results = body.get("results")
     return bool(results) and not results[0]["ok"]
 
 

@@ -143,6 +143,7 @@ FROM generate_series(1, 50000) AS n
     await db.rows("ANALYZE leads", {})
     params = {"session": "s", "owner": "w", "max": 10, "ttl_s": 60.0, "now": DB_CLOCK}
     params["ledger_by_row"] = False
+    params["api_token"] = None
     params["tokens"] = [f"t{i}" for i in range(10)]
     query = statements.text("lease_limited", ledger=True)
     plan = "\n".join(row["QUERY PLAN"] for row in await db.rows(f"EXPLAIN {query}", params))

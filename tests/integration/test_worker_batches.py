@@ -33,8 +33,11 @@ def session() -> str:
     return f"s-{uuid.uuid4().hex[:10]}"
 
 
+COMPLETIONS = ("/complete", "/complete/batch")  # a lone completion, a batch of them
+
+
 class HoldFirstCompletion(RecordingTransport):
-    """Holds the first ``/complete/batch`` until ``release`` is set; records every request."""
+    """Holds the first completion until ``release`` is set; records every request."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,17 +45,21 @@ class HoldFirstCompletion(RecordingTransport):
         self.release = asyncio.Event()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/complete/batch" and not self.held.is_set():
+        if request.url.path in COMPLETIONS and not self.held.is_set():
             self.held.set()
             await self.release.wait()
         return await super().handle_async_request(request)
 
     def batches(self) -> list[dict[str, Any]]:
-        return [
-            {**json.loads(r.content), "key": r.headers.get("Idempotency-Key")}
-            for r in self.requests
-            if r.url.path == "/complete/batch"
-        ]
+        """Each completion request: its items (one for ``/complete``), ``next`` and key."""
+        found = []
+        for r in self.requests:
+            if r.url.path in COMPLETIONS:
+                body = json.loads(r.content)
+                items = body.get("items") or [{k: v for k, v in body.items() if k != "next"}]
+                key = r.headers.get("Idempotency-Key")
+                found.append({"items": items, "next": body.get("next"), "key": key})
+        return found
 
 
 async def test_completions_close_together_go_in_one_batch_each_answered_for_itself(
@@ -90,7 +97,7 @@ async def test_completions_close_together_go_in_one_batch_each_answered_for_itse
         status = {lead_id: (await client.get(lead_id)).status for lead_id in ids}
     assert [len(b["items"]) for b in batches[:2]] == [1, 3]
     assert sorted(i["lead_id"] for i in batches[1]["items"]) == sorted(ids[1:])
-    assert all(b["key"] for b in batches if "next" in b)
+    assert all(b["key"] for b in batches if b["next"])
     assert (stats.done, stats.lost, stats.released) == (3, 1, 0)
     assert status == {**dict.fromkeys(ids[:3], "done"), cancelled: "failed"}  # error "cancelled"
     assert [e for e, _, _ in ledger(db_url, cancelled)] == ["pushed", "leased", "cancelled"]

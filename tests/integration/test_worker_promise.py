@@ -248,10 +248,10 @@ async def test_lost_answers_never_turn_one_intent_into_two_effects(
         push=lambda e: e.path.endswith("/leads"),
         lease=lambda e: e.path == "/lease" and b'"leases":[]' not in e.answer,
         renew=lambda e: e.path == "/renew/batch",
-        # Completions go in batches: one that leased nothing (the queue ran dry) …
-        complete=lambda e: e.path == "/complete/batch" and b'"leases":[{' not in e.answer,
+        # Completions, alone or in batches: one that leased nothing (the queue ran dry) …
+        complete=lambda e: e.path.startswith("/complete") and b'"leases":[{' not in e.answer,
         # … and one that leased the next leads: its retry, under the same key, gets them.
-        complete_and_lease=lambda e: e.path == "/complete/batch" and b'"leases":[{' in e.answer,
+        complete_and_lease=lambda e: e.path.startswith("/complete") and b'"leases":[{' in e.answer,
     )
 
     async def a_second(job: Job) -> dict[str, Any]:

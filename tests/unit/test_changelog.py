@@ -51,3 +51,19 @@ def test_the_newest_release_is_the_packages_version() -> None:
     client = tomllib.loads((ROOT / "clients" / "python" / "pyproject.toml").read_text())
     typescript = json.loads((ROOT / "clients" / "typescript" / "package.json").read_text())
     assert {server, client["project"]["version"], typescript["version"]} == {version}
+
+
+def test_no_change_is_recorded_twice() -> None:
+    """A merge that keeps both sides of a conflict records a change twice (once in a
+    release it was not part of): every entry is one of a kind."""
+    entries = re.findall(
+        r"^- .*?(?=^- |^#|\Z)", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE | re.DOTALL
+    )
+    seen: set[str] = set()
+    twice = []
+    for entry in entries:
+        text = " ".join(entry.split())
+        if text in seen:
+            twice.append(text[:100])
+        seen.add(text)
+    assert twice == []

@@ -456,14 +456,14 @@ async def test_an_answer_the_service_never_gives_is_given_up_when_the_lease_runs
     service: FakeService,
 ) -> None:
     [lead_id] = service.push({})
-    service.down.add("/complete/batch")
+    service.down.add("/complete")
 
     async def handle(job: Job) -> dict[str, int]:
         return {"n": 1}
 
     work = worker(service, handle)
     run = asyncio.create_task(work.run())
-    await until(lambda: service.paths().count("/complete/batch") >= 3)  # retried while surely valid
+    await until(lambda: service.paths().count("/complete") >= 3)  # retried while surely valid
     assert not run.done()
     service.clock.advance(60)
     stats = await run
@@ -479,7 +479,7 @@ async def test_a_completion_whose_answer_was_lost_counts_as_done(service: FakeSe
 
     async def loses_one_answer(request: httpx.Request) -> httpx.Response:
         response = await inner(request)
-        if request.url.path == "/complete/batch" and (lost := next(answers, None)) is not None:
+        if request.url.path == "/complete" and (lost := next(answers, None)) is not None:
             raise lost  # the completion happened; its answer never arrives
         return response
 
@@ -492,7 +492,7 @@ async def test_a_completion_whose_answer_was_lost_counts_as_done(service: FakeSe
 
     stats = await Worker(client, "s", handle, owner="w", wait_s=0, clock=service.clock).run()
     assert (stats.done, stats.lost) == (1, 0)
-    assert service.paths().count("/complete/batch") == 2
+    assert service.paths().count("/complete") == 2
     assert service.leads[lead_id].status == "done"
 
 
@@ -542,8 +542,8 @@ async def test_a_busy_worker_sends_one_request_per_lead(service: FakeService) ->
     assert stats.done == 5
     # The first lease, then each completion leases the next; the last finds nothing, and a
     # lease of its own says the queue is empty.
-    assert service.paths() == ["/lease"] + ["/complete/batch"] * 5 + ["/lease"]
-    nexts = [body["next"] for path, body in service.requests if path == "/complete/batch"]
+    assert service.paths() == ["/lease"] + ["/complete"] * 5 + ["/lease"]
+    nexts = [body["next"] for path, body in service.requests if path == "/complete"]
     assert nexts == [{"session": "s", "owner": "w", "max": 1, "wait_s": 0.0, "ttl_s": 60.0}] * 5
     assert all(lead.status == "done" for lead in service.leads.values())
 
@@ -560,26 +560,27 @@ async def test_one_slot_with_a_lead_prefetched_is_still_one_request_per_lead(
 
     stats = await worker(service, handle, prefetch=None).run()
     assert stats.done == 8
-    assert service.paths() == ["/lease"] + ["/complete/batch"] * 8 + ["/lease"]
+    assert service.paths() == ["/lease"] + ["/complete"] * 8 + ["/lease"]
     [first] = [body for path, body in service.requests if path == "/lease"][:1]
     assert first["max"] == 2  # the slot and the lead prefetched
-    batches = [body for path, body in service.requests if path == "/complete/batch"]
-    assert [(len(b["items"]), b["next"]["max"]) for b in batches] == [(1, 1)] * 8
+    # Each a lone completion: /complete (one statement on the service) with next.
+    completions = [body for path, body in service.requests if path == "/complete"]
+    assert [b["next"]["max"] for b in completions] == [1] * 8
 
 
 async def test_without_lease_on_complete_a_lead_is_two_requests(service: FakeService) -> None:
     service.push({"n": 0}, {"n": 1})
     stats = await worker(service, lambda job: None, lease_on_complete=False).run()
     assert stats.done == 2
-    assert service.paths() == ["/lease", "/complete/batch", "/lease", "/complete/batch", "/lease"]
-    assert all("next" not in body for path, body in service.requests if path == "/complete/batch")
+    assert service.paths() == ["/lease", "/complete", "/lease", "/complete", "/lease"]
+    assert all("next" not in body for path, body in service.requests if path == "/complete")
 
 
 async def test_a_service_that_takes_no_next_gets_plain_completions(
     service: FakeService,
 ) -> None:
     service.push({"n": 0}, {"n": 1})
-    plain = service._complete_batch
+    plain = service._complete
 
     def no_next(body: dict[str, Any]) -> httpx.Response:
         if "next" in body:  # as a service before `next` answers an unknown field
@@ -593,8 +594,7 @@ async def test_a_service_that_takes_no_next_gets_plain_completions(
             )
         return plain(body)
 
-    service._complete_batch = no_next  # type: ignore[method-assign]
+    service._complete = no_next  # type: ignore[method-assign]
     stats = await worker(service, lambda job: None).run()
     assert stats.done == 2 and stats.errors == 0
-    batch = "/complete/batch"
-    assert service.paths() == ["/lease", batch, batch, "/lease", batch, "/lease"]
+    assert service.paths() == ["/lease", "/complete", "/complete", "/lease", "/complete", "/lease"]

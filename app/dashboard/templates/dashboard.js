@@ -103,6 +103,28 @@
     return td;
   }
 
+  function deleteSchedule(name) {
+    if (!mayOperate) return cell("");
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = "delete";
+    b.dataset.action = "delete-schedule";
+    b.addEventListener("click", async () => {
+      b.disabled = true;
+      const response = await fetch("schedules/" + encodeURIComponent(name), { method: "DELETE", headers: headers() });
+      if (!response.ok) {
+        $("status").textContent = "delete of schedule " + name + " refused: " + await problem(response);
+        $("status").className = "bad";
+        b.disabled = false;
+        return;
+      }
+      await refresh();
+    });
+    const td = document.createElement("td");
+    td.appendChild(b);
+    return td;
+  }
+
   function replace(tbody, rows, empty) {
     if (rows.length === 0) {
       const tr = document.createElement("tr");
@@ -213,8 +235,12 @@
     replace($("schedules").tBodies[0], (data.schedules || []).map((s) => {
       const tr = document.createElement("tr");
       tr.dataset.schedule = s.name;
+      // Its last leads: the session's leads keyed by its ticks (schedule:NAME:TICK).
+      const leads = linked("last leads", "#session=" + encodeURIComponent(s.session)
+        + "&key_prefix=" + encodeURIComponent("schedule:" + s.name + ":"));
+      leads.firstChild.className = "schedule-leads";
       tr.append(cell(s.name), cell(s.session), cell(s.cron), cell(s.timezone),
-        cell(new Date(s.next_tick).toLocaleString()));
+        cell(new Date(s.next_tick).toLocaleString()), leads, deleteSchedule(s.name));
       return tr;
     }), "no schedule");
     document.body.dataset.updated = data.now;

@@ -3,7 +3,9 @@ the next leads for the slots it frees (``next``) under one ``Idempotency-Key`` i
 
 One request is in flight at a time; the completions that arrive meanwhile
 wait for the next, so a batch grows with the load (up to ``MAX_ITEM_BATCH``)
-and a lone completion goes at once: no timer holds one back. A lead's slot
+and a lone completion goes at once: no timer holds one back. A lone one goes
+as ``/complete`` with ``next``, which the service answers with one statement
+where a batch of one costs it two. A lead's slot
 is free again only once its completion is answered: ``next`` asks for the
 slots the batch frees and no lease call in flight has reserved, so the worker
 never holds more than its capacity. The leases it brings are timed from the
@@ -137,13 +139,8 @@ class Completing(WorkerCore):
         retry = 0
         while True:
             try:
-                if free:
-                    ask = NextLease(self.session, self.owner, free, self.ttl_s)
-                    results, taken = await self.client.complete_many_and_lease(
-                        items, next=ask, idempotency_key=key
-                    )
-                else:
-                    results, taken = await self.client.complete_many(items), []
+                ask = NextLease(self.session, self.owner, free, self.ttl_s) if free else None
+                results, taken = await self._request(items, ask, key)
             except (InvalidInput, PayloadTooLarge) as exc:
                 if free and isinstance(exc, InvalidInput) and exc.field in ("body.next", "next"):
                     log.warning("the service leases nothing with a completion (%s)", exc)
@@ -178,6 +175,35 @@ class Completing(WorkerCore):
                     f"for {len(batch)} completions"
                 )
             return results, taken, sent
+
+    async def _request(
+        self, items: list[CompleteItem], ask: NextLease | None, key: str
+    ) -> tuple[list[ItemResult], list[Lease]]:
+        """One request: a lone completion as ``/complete`` (the service completes and leases
+        it in one statement, where a batch takes two), several as ``/complete/batch``."""
+        if len(items) > 1:
+            if ask is None:
+                return await self.client.complete_many(items), []
+            return await self.client.complete_many_and_lease(items, next=ask, idempotency_key=key)
+        [item] = items
+        try:
+            if ask is None:
+                await self.client.complete(
+                    item.lead_id, item.token, item.status, item.result, item.error
+                )
+                return [ItemResult(item.lead_id, True)], []
+            _, taken = await self.client.complete_and_lease(
+                item.lead_id,
+                item.token,
+                item.status,
+                item.result,
+                item.error,
+                next=ask,
+                idempotency_key=key,
+            )
+        except LeaseLost as exc:
+            return [ItemResult(item.lead_id, False, code=exc.code)], []
+        return [ItemResult(item.lead_id, True)], taken
 
     def _finished(self, status: FinalStatus) -> None:
         setattr(self.stats, status, getattr(self.stats, status) + 1)
