@@ -19,7 +19,9 @@ import (
 //     attempts remain, else completed as failed;
 //   - ThrottleError: released with a throttle (the session pauses, no
 //     attempt used); ErrHandlerUnusable: released, and the worker stops;
-//   - the worker stopping: released for another worker.
+//   - the worker stopping: released for another worker; a lead whose
+//     handler never started (prefetched) is released unstarted, so it
+//     spends no attempt (plainly, once the service refuses the field).
 //
 // A checkpoint no renewal carried yet rides on one more renewal before a
 // lead is given back. A release is retried while the lease is surely valid:
@@ -52,7 +54,10 @@ func (w *Worker) settle(h *held, e ended) {
 		w.giveBack(h, ReleaseOptions{Error: "throttled", Throttle: throttle})
 		return
 	case outShutdown:
-		w.giveBack(h, ReleaseOptions{Error: string(StopShutdown)})
+		w.mu.Lock()
+		unstarted := h.started.IsZero() && !w.plainReleases
+		w.mu.Unlock()
+		w.giveBack(h, ReleaseOptions{Error: string(StopShutdown), Unstarted: unstarted})
 		return
 	case outDone, outCached:
 		status := Done
@@ -106,6 +111,14 @@ func (w *Worker) giveBack(h *held, opts ReleaseOptions) {
 	id, token := h.lease.Lead.ID, h.lease.Token
 	err := w.whileValid(h, func(ctx context.Context) error {
 		_, err := w.q.release(ctx, id, token, opts)
+		if err != nil && opts.Unstarted && refusedField(err, "unstarted") {
+			w.logf("the service counts every release as an attempt (%v)", err)
+			w.mu.Lock()
+			w.plainReleases = true
+			w.mu.Unlock()
+			opts.Unstarted = false
+			_, err = w.q.release(ctx, id, token, opts)
+		}
 		return err
 	})
 	switch {

@@ -68,7 +68,9 @@ type Worker struct {
 	completing completer
 	fatal      error
 	stats      WorkerStats
-	ran        bool
+	// plainReleases: the service refused "unstarted", so every release counts
+	plainReleases bool
+	ran           bool
 }
 
 // leaseScope is where a worker leases from: one session, several, or any.

@@ -518,3 +518,48 @@ func TestACheckpointGoesWithTheLeadWhenItIsGivenBack(t *testing.T) {
 		t.Fatalf("lead: %+v %v", lead, err)
 	}
 }
+
+func TestAPrefetchedLeadGivenBackAtAShutdownSpendsNoAttempt(t *testing.T) {
+	q, session, ctx := newQueue(t, ""), newSession(t), testContext(t)
+	leads := []Lead{{SessionID: session, MaxAttempts: 1}, {SessionID: session, MaxAttempts: 1}}
+	if err := q.Push(ctx, leads); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan int64, 2)
+	w, err := NewWorker(q, session, func(ctx context.Context, job *Job) (any, error) {
+		started <- job.ID()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, WithConcurrency(1), WithPrefetch(1), WithGrace(100*time.Millisecond), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, w)
+	ran := receive(t, started)
+	until(t, 30*time.Second, "the second lead prefetched", func() bool {
+		stats, err := q.Stats(ctx, session)
+		return err == nil && stats.Leased == 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(started) != 0 {
+		t.Fatalf("the prefetched lead was started too")
+	}
+	for _, pushed := range leads {
+		lead, err := q.GetLead(ctx, pushed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case pushed.ID == ran && lead.Status != Failed:
+			t.Fatalf("the lead that ran used its one attempt: %+v", lead)
+		case pushed.ID != ran && (lead.Status != Queued || lead.Attempts != 1 || lead.Error != ""):
+			t.Fatalf("the prefetched lead is queued, its lease spending no attempt: %+v", lead)
+		}
+	}
+	again, err := q.LeaseNext(ctx, session, "another")
+	if err != nil || again == nil || again.Lead.Status != Leased {
+		t.Fatalf("the prefetched lead is leased again: %+v %v", again, err)
+	}
+}

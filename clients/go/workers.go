@@ -293,6 +293,10 @@ type ReleaseOptions struct {
 	Delay    time.Duration
 	Error    string
 	Throttle time.Duration
+	// Unstarted says the holder never started the lead (it was prefetched):
+	// this lease does not count against max_attempts, so the release cannot
+	// fail the lead.
+	Unstarted bool
 }
 
 // ReleaseWith gives a lease back as opts say and returns the lead (queued
@@ -319,7 +323,8 @@ func (q *Queue) release(ctx context.Context, leadID int64, token string, opts Re
 		DelayS    float64 `json:"delay_s"`
 		Error     string  `json:"error,omitempty"`
 		ThrottleS float64 `json:"throttle_s,omitempty"`
-	}{leadID, token, seconds(opts.Delay), opts.Error, seconds(opts.Throttle)}
+		Unstarted bool    `json:"unstarted,omitempty"`
+	}{leadID, token, seconds(opts.Delay), opts.Error, seconds(opts.Throttle), opts.Unstarted}
 	var answer struct {
 		Lead *Lead `json:"lead"`
 	}
@@ -327,6 +332,21 @@ func (q *Queue) release(ctx context.Context, leadID int64, token string, opts Re
 		return nil, err
 	}
 	return answer.Lead, nil
+}
+
+// refusedField reports whether err is a validation_error naming the body's
+// field name (a service older than the field refuses it as unknown).
+func refusedField(err error, name string) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "validation_error" {
+		return false
+	}
+	for _, f := range e.Fields {
+		if len(f.Loc) > 0 && f.Loc[len(f.Loc)-1] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // isLost reports whether err is a lease found no longer valid.

@@ -74,6 +74,9 @@ export interface ReleaseOptions {
   error?: string;
   /** "The upstream throttles us": the whole session pauses this long; no attempt is used up. */
   throttleS?: number;
+  /** The lead was never started (it was prefetched): this lease uses up no attempt, so the
+   * release cannot fail the lead. */
+  unstarted?: boolean;
 }
 
 /** The leaseq REST API. `new Client("http://127.0.0.1:8000", { token })`. */
@@ -226,6 +229,9 @@ export class Client {
     }
     if (options.throttleS !== undefined) {
       body.throttle_s = options.throttleS;
+    }
+    if (options.unstarted === true) {
+      body.unstarted = true;
     }
     return this.send<{ lead: Lead }>({ method: "POST", path: "/release", body }).then((a) => a.lead);
   }

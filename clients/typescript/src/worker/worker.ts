@@ -18,7 +18,7 @@
  */
 
 import type { Client, LeaseRequest } from "../client.js";
-import { LeaseLost, LeaseqError, Unavailable } from "../errors.js";
+import { LeaseLost, LeaseqError, Unavailable, ValidationError } from "../errors.js";
 import { describe } from "../http.js";
 import { DEFAULT_RETRY, backoffS, newIdempotencyKey, sleep } from "../retry.js";
 import type { Lease } from "../types.js";
@@ -92,6 +92,8 @@ export class Worker {
   private poll: AbortController | undefined;
   private readonly stopped = new AbortController(); // aborted by stop(): wakes the pauses
   private fatal: LeaseqError | undefined;
+  /** The service refused `unstarted`: every release counts as an attempt there. */
+  private plainReleases = false;
   private started = false;
 
   constructor(client: Client, options: WorkerOptions) {
@@ -206,7 +208,7 @@ export class Worker {
   private giveBackWaiting(): void {
     const idle = [...this.held.values()].filter((h) => h.phase === "waiting" || h.phase === "confirming");
     this.waiting = [];
-    for (const h of idle) this.track(this.release(h, { error: "shutdown" }));
+    for (const h of idle) this.track(this.release(h, { error: "shutdown", unstarted: true }));
   }
 
   // -- leasing --------------------------------------------------------------
@@ -299,7 +301,7 @@ export class Worker {
     this.held.set(lease.token, h);
     this.heartbeat.due(h.renewAt); // wakes the heartbeat when this one is due before it wakes
     if (this.stopping) {
-      this.track(this.release(h, { error: "shutdown" })); // leased while stopping: straight back
+      this.track(this.release(h, { error: "shutdown", unstarted: true })); // leased while stopping: straight back
       return;
     }
     if (h.confirmed) {
@@ -411,17 +413,28 @@ export class Worker {
   }
 
   /** Give a lease back, retried while it is surely valid (a repeat finds it given back). A
-   * checkpoint no renewal carried yet goes first, so the next holder resumes from it. */
-  private async release(h: Held, options: { delayS?: number; error: string; throttleS?: number }): Promise<void> {
+   * checkpoint no renewal carried yet goes first, so the next holder resumes from it. A lead
+   * never started goes back `unstarted`, spending no attempt (a stop cannot fail a lead that
+   * never ran); plainly once the service refuses the field. */
+  private async release(
+    h: Held,
+    options: { delayS?: number; error: string; throttleS?: number; unstarted?: boolean },
+  ): Promise<void> {
     h.phase = "settling";
     try {
       await this.carryCheckpoint(h);
       for (let retry = 0; ; retry += 1) {
+        const unstarted = options.unstarted === true && !this.plainReleases;
         try {
-          await this.client.release(h.id, h.lease.token, options);
+          await this.client.release(h.id, h.lease.token, { ...options, unstarted });
           this.stats.released += 1;
           return this.drop(h);
         } catch (error) {
+          if (unstarted && refuses(error, "unstarted")) {
+            this.log.warn(`the service counts every release as an attempt (${describe(error)})`);
+            this.plainReleases = true;
+            continue;
+          }
           const delay = backoffS(DEFAULT_RETRY, retry, error instanceof LeaseqError ? error.retryAfterS : undefined);
           if (!(error instanceof Unavailable) || this.clock() + delay >= h.validUntil) {
             const why = error instanceof LeaseLost ? "its lease was lost" : describe(error);
@@ -491,4 +504,11 @@ export class Worker {
       }
     }
   }
+}
+
+/** A 422 whose `errors` name the body's `field`: a service older than the field. */
+function refuses(error: unknown, field: string): boolean {
+  if (!(error instanceof ValidationError)) return false;
+  const errors = error.problem?.errors;
+  return Array.isArray(errors) && errors.some((e) => Array.isArray(e.loc) && e.loc[e.loc.length - 1] === field);
 }

@@ -199,3 +199,39 @@ test("options out of range are refused before anything is leased", () => {
   assert.throws(() => new Worker(api, { session: [], handler }), TypeError);
   assert.throws(() => new Worker(api, { session: "s", handler: 5 as unknown as typeof handler }), TypeError);
 });
+
+test("stop() gives a prefetched lead back unstarted: on its one attempt it stays queued", { skip: NO_SERVICE }, async () => {
+  const s = session();
+  const api = client();
+  const pushed = await api.push(s, [0, 1].map((i) => ({ payload: { i }, max_attempts: 1 })));
+  const started: number[] = [];
+  const { fetch, seen } = recording();
+  const w = worker({
+    session: s,
+    concurrency: 1,
+    prefetch: 1,
+    graceS: 0.2,
+    fetch,
+    handler: (job: Job) => {
+      started.push(job.lead.id);
+      return stoppedBy(job);
+    },
+  });
+  const running = w.run();
+  await until(async () => started.length === 1 && (await api.stats(s)).leased === 2, 30, "one running, one prefetched");
+  w.stop();
+  const stats = await running;
+  assert.equal(stats.released, 2);
+  assert.equal(started.length, 1);
+  const ran = started[0];
+  const [prefetched] = pushed.ids.filter((id) => id !== ran);
+  assert.ok(ran !== undefined && prefetched !== undefined);
+  const unstarted = (id: number) => seen.find((r) => r.path === "/release" && r.body?.lead_id === id)?.body?.unstarted;
+  assert.equal(unstarted(prefetched), true);
+  assert.equal(unstarted(ran), undefined); // it was started: a plain release
+  assert.equal((await api.getLead(ran)).status, "failed"); // its one attempt is spent
+  const lead = await api.getLead(prefetched);
+  assert.equal(lead.status, "queued");
+  assert.equal(lead.attempts, 1); // the lease it was prefetched on, and no failure
+  assert.equal(lead.error ?? null, null);
+});
