@@ -534,6 +534,8 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
     spec = (await client.get("/openapi.json")).json()
     assert set(spec["paths"]) == {
         "/sessions/{session}/leads",
+        "/sessions/{session}/leads/retry",
+        "/sessions/{session}/leads/cancel",
         "/lease",
         "/renew",
         "/renew/batch",

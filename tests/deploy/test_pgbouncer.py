@@ -420,7 +420,7 @@ def test_serve_with_migrate_through_pgbouncer(
 
 @pytest.mark.service
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(2400)  # as the cluster's: CI runs the suites beside the other tests
 @pytest.mark.parametrize("flag", ["pooled", "listen-url-only"])
 def test_the_api_suite_passes_through_pgbouncer(
     pgbouncer: PgBouncer, server_url: str, flag: str
@@ -432,6 +432,6 @@ def test_the_api_suite_passes_through_pgbouncer(
     env[POOLER_FLAG_ENV] = "1" if flag == "pooled" else "0"
     # The default selection: the slow fuzzing of tests/api runs its own service on the
     # direct URL, so through the pooler it would only repeat itself.
-    api_suite(env, DIRECT_ONLY, timeout_s=850)
+    api_suite(env, DIRECT_ONLY, timeout_s=2300)
     pooled = [r for r in pgbouncer.show("STATS") if str(r["database"]).startswith("leaseq_t_")]
     assert len(pooled) >= 20  # the apps' databases were reached through the pooler

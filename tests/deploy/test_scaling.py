@@ -216,6 +216,7 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     session_scoped |= {"pause", "resume", "tend_keys", "unpark_session"}
     session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
+    session_scoped |= {"list_leads", "retry_leads", "cancel_leads"}
     cross = {
         "stats_all",
         "completions_all",
