@@ -18,7 +18,7 @@ if [ "$#" -eq 0 ]; then
 fi
 
 case "$1" in
-    serve | db | push | stats | report | sweep | worker | sessions | schedules | tokens | prune | --help)
+    serve | db | push | stats | report | sweep | worker | sessions | schedules | tokens | prune | leads | docs | --help)
         exec leaseq "$@"
         ;;
     *)

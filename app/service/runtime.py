@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+import psycopg
+
 from app import metrics
 from app.config import Settings
 from app.domain.fences import Fences
@@ -124,7 +126,9 @@ class Runtime:
         await self.recovery.once()
         # The fence keys, read (or made, on a new database) before the first lease: made later,
         # on a cluster with a worker node stopped, their write would fail every session's.
-        with contextlib.suppress(Unavailable):
+        # A database not migrated yet has no leaseq_config: the service starts unready
+        # (/readyz says why) and the keys are read at the first lease instead.
+        with contextlib.suppress(Unavailable, psycopg.errors.UndefinedTable):
             await self.fences.keys()
         sweeper = Sweeper(self.queue, self.recovery, self.settings.sweep_interval_s)
         self._spawn(sweeper.run(), "leaseq-sweeper")
