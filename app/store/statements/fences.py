@@ -58,7 +58,7 @@ BEGIN
             '+/', '-_'), '=');
     END LOOP;
     RETURN signed AND EXISTS (
-        SELECT FROM leads
+        SELECT 1 FROM leads  -- a column named: Citus plans no empty target list across shards
         WHERE id = parts[2]::bigint AND status = 'leased' AND attempts = parts[3]::integer
           AND lease_expires_at > clock_timestamp()
     );
