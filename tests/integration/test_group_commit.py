@@ -246,8 +246,11 @@ async def _ledger(db: Database, session: str) -> list[tuple[Any, ...]]:
     return [(position[row.pop("lead_id")], *row.values()) for row in rows]
 
 
-def _renewed(lead_id: int, ttl: float) -> ItemResult:
-    return ItemResult(lead_id, True, expires_at=NOW + timedelta(seconds=ttl), ttl_s=ttl)
+def _renewed(lead_id: int, ttl: float, attempt: int | None = None) -> ItemResult:
+    """A renewal's answer; a batch's item carries the lease's attempt (to sign its fence)."""
+    return ItemResult(
+        lead_id, True, expires_at=NOW + timedelta(seconds=ttl), ttl_s=ttl, attempt=attempt
+    )
 
 
 def _lost(lead_id: int) -> ItemResult:
@@ -291,17 +294,17 @@ async def _renew_scenario(queue: Queue, session: str) -> Scenario:
             now=NOW,
         )
     )
-    expected.append([_renewed(ids[21], 40), _lost(ids[31]), _renewed(ids[22], 41)])
+    expected.append([_renewed(ids[21], 40, 1), _lost(ids[31]), _renewed(ids[22], 41, 1)])
     calls.append(
         queue.renew_many(
             [RenewItem(ids[23], tok[23], 42), RenewItem(ids[24], "not the token", 42)], now=NOW
         )
     )
-    expected.append([_renewed(ids[23], 42), _lost(ids[24])])
+    expected.append([_renewed(ids[23], 42, 1), _lost(ids[24])])
     calls.append(
         queue.renew_many([RenewItem(ids[24], tok[24]), RenewItem(ids[25], tok[25], 43)], now=NOW)
     )
-    expected.append([_renewed(ids[24], 300), _renewed(ids[25], 43)])  # the default ttl
+    expected.append([_renewed(ids[24], 300, 1), _renewed(ids[25], 43, 1)])  # the default ttl
     calls.append(queue.renew_many([RenewItem(ids[26], tok[26], 9), RenewItem(0, "t")], now=NOW))
     expected.append(("error", "InvalidInput"))  # one bad item: nothing of the batch renewed
     calls.append(queue.renew(ids[26], tok[26], now=NOW))

@@ -395,5 +395,5 @@ async def test_renew_many_with_the_same_lease_twice(queue: Queue) -> None:
     answers = await queue.renew_many(
         [RenewItem(lead_id, token, 30), RenewItem(lead_id, token, 30)], now=at(1)
     )
-    assert answers == [ItemResult(lead_id, True, expires_at=at(31), ttl_s=30)] * 2
+    assert answers == [ItemResult(lead_id, True, expires_at=at(31), ttl_s=30, attempt=1)] * 2
     assert (await queue.get(lead_id)).lease_expires_at == at(31)
