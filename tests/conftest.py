@@ -13,6 +13,12 @@ given; CI gives it. A run given no paths (``python -m pytest``, the README's
 command) takes the tiers of ``DEFAULT_TIERS`` alone, what a change most often
 breaks, in minutes (docs/testing.md); a tier named on the command line
 (``python -m pytest tests/deploy``) runs, and ``--run-slow`` runs every tier.
+
+Processes: ``-n auto`` (pyproject's addopts) spreads a run given no paths over
+``DEFAULT_WORKERS`` pytest-xdist workers, a module's tests on one worker
+(``--dist loadscope``), each worker with a template of its own (and its own
+embedded PostgreSQL when there is no server); a run naming paths stays in one
+process. ``-n N`` chooses for any run, ``-n 0`` turns it off.
 """
 
 from __future__ import annotations
@@ -49,6 +55,10 @@ _left_out = pytest.StashKey[int]()  # how many slow tests this run deselected
 DEFAULT_TIERS = ("unit", "integration", "api")
 BROWSER_FIXTURES = {"browser", "chromium_program"}
 _tiers_left_out = pytest.StashKey[dict[str, int]]()  # tier -> its tests this run left out
+# Workers of a run given no paths: its tests wait on PostgreSQL, on HTTP round trips and on
+# processes they start more than they compute, so one more worker than CPUs keeps the CPUs
+# busy (docs/testing.md measures it).
+DEFAULT_WORKERS = (os.cpu_count() or 1) + 1
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +77,17 @@ def _slow_included(config: pytest.Config) -> bool:
 def _default_tiers_only(config: pytest.Config) -> bool:
     """A run given no paths (pytest took ``testpaths``) and no --run-slow."""
     return not _slow_included(config) and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """What ``-n auto`` means here: ``DEFAULT_WORKERS`` for a run given no paths, none (one
+    process) for a run naming paths or collecting only; ``PYTEST_XDIST_AUTO_NUM_WORKERS``
+    still decides when set (None hands the question to pytest-xdist)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    if config.getoption("collectonly") or not _default_tiers_only(config):
+        return 0
+    return DEFAULT_WORKERS
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -120,6 +141,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 why = _outside_the_default(item) or ""
                 tiers[why] = tiers.get(why, 0) + 1
             config.stash[_tiers_left_out] = tiers
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand what its collection left out to the controller, which
+    says it in the summary (every worker collects the same tests)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["left_out"] = session.config.stash.get(_left_out, 0)
+        output["tiers_left_out"] = session.config.stash.get(_tiers_left_out, {})
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller of a pytest-xdist run: keep a worker's counts of what it left out."""
+    config: pytest.Config = node.config
+    output = getattr(node, "workeroutput", {})
+    if "left_out" in output:
+        config.stash[_left_out] = output["left_out"]
+        config.stash[_tiers_left_out] = output["tiers_left_out"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

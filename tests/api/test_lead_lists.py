@@ -230,6 +230,7 @@ async def test_a_bad_bulk_body_is_a_problem_and_changes_nothing(
     assert await ids_of(client, status="queued") == ids[::-1]
 
 
+@pytest.mark.slow  # pushes and acts on 10,000 leads: about 30 s
 async def test_ten_thousand_leads_by_filter_in_bounded_calls(client: httpx.AsyncClient) -> None:
     n = MAX_CHANGED + 500
     for size in [1000] * (n // 1000) + [n % 1000]:

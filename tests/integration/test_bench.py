@@ -172,7 +172,14 @@ def test_the_targets_of_what_users_run_are_reported() -> None:
 
 
 @pytest.mark.parametrize(
-    "family", ["sdk", pytest.param("go", marks=pytest.mark.tools), "cli", "xargs"]
+    "family",
+    [
+        # A drain against `leaseq serve` takes about 15 s: CI's run, not the default one.
+        pytest.param("sdk", marks=pytest.mark.slow),
+        pytest.param("go", marks=[pytest.mark.tools, pytest.mark.slow]),
+        pytest.param("cli", marks=pytest.mark.slow),
+        "xargs",
+    ],
 )
 def test_what_users_run_drains_every_lead_once_and_is_measured(
     server_url: str, template_db: str, family: str

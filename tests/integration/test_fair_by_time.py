@@ -63,6 +63,7 @@ async def test_by_time_equal_weights_share_the_workers_time_equally(queue: Queue
     assert share["slow"] == pytest.approx(0.5, abs=0.1), share
 
 
+@pytest.mark.slow  # two simulated minutes of eight workers: about 30 s of round trips
 async def test_by_time_weights_three_and_one_share_it_three_to_one(queue: Queue) -> None:
     share = await worker_time(queue, "time", {"slow": 3})
     assert share["slow"] == pytest.approx(0.75, abs=0.1), share
