@@ -11,11 +11,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app import __version__
 from app.domain.overview import WINDOW_MINUTES, SessionView, Snapshot
+from app.domain.schedules import next_after, zone
 from app.service.maintenance import AUTOVACUUM_OFF
 from leaseq.model import STATUSES, Schedule, SessionSettings
 from leaseq.timefmt import rfc3339
 
 POLL_INTERVAL_MS = 2000
+NEXT_TICKS = 5  # a schedule's ticks the schedules page lists
 NO_SETTINGS = {f.name: None for f in fields(SessionSettings)}  # the total's
 
 
@@ -59,6 +61,16 @@ def _settings(settings: SessionSettings) -> dict[str, Any]:
     return {**asdict(settings), "paused_until": None if paused is None else rfc3339(paused)}
 
 
+def next_ticks(schedule: Schedule, n: int = NEXT_TICKS) -> list[str]:
+    """Its next ``n`` ticks from the one due, in RFC 3339 UTC: computed, not stored, so an
+    operator sees when it fires across a change of daylight saving time."""
+    where = zone(schedule.timezone)
+    ticks = [schedule.next_tick]
+    while len(ticks) < n:
+        ticks.append(next_after(schedule.cron, where, ticks[-1]))
+    return [rfc3339(tick) for tick in ticks]
+
+
 def _schedule(schedule: Schedule) -> dict[str, Any]:
     return {
         "name": schedule.name,
@@ -66,6 +78,7 @@ def _schedule(schedule: Schedule) -> dict[str, Any]:
         "cron": schedule.cron,
         "timezone": schedule.timezone,
         "next_tick": rfc3339(schedule.next_tick),
+        "next_ticks": next_ticks(schedule),
     }
 
 

@@ -56,6 +56,7 @@ OPERATION_IDS = {
     ("GET", "/sessions/{session}/leads"): "listLeads",
     ("POST", "/sessions/{session}/leads/retry"): "retryLeads",
     ("POST", "/sessions/{session}/leads/cancel"): "cancelLeads",
+    ("GET", "/sessions/{session}/throughput"): "getThroughput",
     ("GET", "/leads/{lead_id}"): "getLead",
     ("POST", "/leads/{lead_id}/cancel"): "cancelLead",
     ("POST", "/leads/{lead_id}/retry"): "retryLead",

@@ -536,6 +536,7 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
         "/sessions/{session}/leads",
         "/sessions/{session}/leads/retry",
         "/sessions/{session}/leads/cancel",
+        "/sessions/{session}/throughput",
         "/lease",
         "/renew",
         "/renew/batch",

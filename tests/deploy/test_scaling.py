@@ -72,6 +72,7 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False),
     "tend_keys": lambda: text("tend_keys"),
     "unpark_session": lambda: text("unpark_session"),
+    "throughput": lambda: text("throughput", window_minutes=60),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -225,7 +226,7 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     session_scoped |= {"pause", "resume", "tend_keys", "unpark_session"}
     session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
-    session_scoped |= {"list_leads", "retry_leads", "cancel_leads"}
+    session_scoped |= {"list_leads", "retry_leads", "cancel_leads", "throughput"}
     cross = {
         "stats_all",
         "completions_all",

@@ -2,7 +2,8 @@
 // The dashboard's whole behaviour: poll dashboard/data, redraw, cancel and retry.
 // The token (when the service wants one) is asked once and kept in sessionStorage.
 // The location's fragment picks the view: the overview, "#lead=ID" (a lead and its
-// ledger, from leads/ID/events) or "#session=NAME" (its counts, retry all failed).
+// ledger, from leads/ID/events), "#session=NAME" (its counts, retry all failed) or
+// "#schedules" (each schedule with its next ticks, its last leads and its delete).
 // Data is only ever written as text (textContent), never parsed as markup.
 // What the token may do is asked once per token (tokens/self): the cancel and retry
 // buttons are drawn only for one that may operate (an operator, or full access).
@@ -125,7 +126,14 @@
     return td;
   }
 
+  // What identifies a link or button across a redraw: a keyboard user's focus follows it.
+  function identity(el) {
+    return [el.tagName, el.getAttribute("href"), el.dataset.action, el.dataset.lead,
+      el.closest("tr") && el.closest("tr").dataset.schedule, el.textContent].join("|");
+  }
+
   function replace(tbody, rows, empty) {
+    const focused = tbody.contains(document.activeElement) ? identity(document.activeElement) : null;
     if (rows.length === 0) {
       const tr = document.createElement("tr");
       const td = cell(empty, "empty");
@@ -134,6 +142,9 @@
       rows = [tr];
     }
     tbody.replaceChildren(...rows);
+    if (focused === null) return;
+    const again = Array.from(tbody.querySelectorAll("a, button")).find((el) => identity(el) === focused);
+    if (again) again.focus();
   }
 
   // The chart is drawn in CSS pixels (its viewBox follows its width), so it fills the
@@ -240,10 +251,33 @@
         + "&key_prefix=" + encodeURIComponent("schedule:" + s.name + ":"));
       leads.firstChild.className = "schedule-leads";
       tr.append(cell(s.name), cell(s.session), cell(s.cron), cell(s.timezone),
-        cell(new Date(s.next_tick).toLocaleString()), leads, deleteSchedule(s.name));
+        ticks(s.next_ticks || [s.next_tick]), leads, deleteSchedule(s.name));
       return tr;
     }), "no schedule");
+    const scheduled = (data.schedules || []).length;
+    $("schedules-link").textContent = scheduled
+      ? scheduled + (scheduled === 1 ? " schedule" : " schedules") + ", with their next ticks"
+      : "no schedule";
     document.body.dataset.updated = data.now;
+  }
+
+  // A schedule's next ticks, as a list of local times (each its UTC instant in a title).
+  function ticks(instants) {
+    const list = document.createElement("ol");
+    list.className = "ticks";
+    for (const at of instants) {
+      const li = document.createElement("li");
+      const time = document.createElement("time");
+      time.dateTime = at;
+      time.title = at;
+      time.textContent = new Date(at).toLocaleString();
+      li.appendChild(time);
+      list.appendChild(li);
+    }
+    const td = document.createElement("td");
+    td.className = "next-ticks";
+    td.appendChild(list);
+    return td;
   }
 
   function json(value) {
@@ -304,11 +338,12 @@
     $("resume-session").disabled = !paused;
   }
 
-  // What the fragment asks for: {kind: "overview" | "lead" | "session", ...}.
+  // What the fragment asks for: {kind: "overview" | "lead" | "session" | "schedules", ...}.
   function view() {
     const hash = location.hash.slice(1);
     const lead = /^lead=([1-9][0-9]{0,15})$/.exec(hash);
     if (lead) return { kind: "lead", id: lead[1] };
+    if (hash === "schedules") return { kind: "schedules" };
     if (hash.startsWith("session=")) {
       try {
         // The name ends at the first "&": what follows is its leads' list (session_leads.js).
@@ -323,6 +358,7 @@
     $("overview").hidden = v.kind !== "overview";
     $("lead-view").hidden = v.kind !== "lead";
     $("session-view").hidden = v.kind !== "session";
+    $("schedules-view").hidden = v.kind !== "schedules";
     $("back").hidden = v.kind === "overview";
     if (v.kind === "lead") $("lead-id").textContent = v.id;
     if (v.kind === "session") $("session-name").textContent = v.name;

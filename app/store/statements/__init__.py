@@ -132,6 +132,7 @@ from app.store.statements.tokens import (
     tokens_listing,
 )
 from app.store.statements.views import (
+    SESSION_WINDOW_MINUTES,
     WINDOW_MINUTES,
     attempts_per_lead,
     expiring,
@@ -139,6 +140,7 @@ from app.store.statements.views import (
     owners,
     per_minute,
     session_report,
+    throughput,
 )
 
 __all__ = [
@@ -154,6 +156,7 @@ __all__ = [
     "PUSH_ROWS_MAX",
     "QUOTA_SQLSTATE",
     "REGISTRY",
+    "SESSION_WINDOW_MINUTES",
     "TOKENS_CHANNEL",
     "WAKE_ALL",
     "WINDOW_MINUTES",
@@ -248,6 +251,7 @@ __all__ = [
     "tend_keys",
     "text",
     "throttle_session",
+    "throughput",
     "token_create",
     "token_lookup",
     "token_revoke",
