@@ -96,7 +96,7 @@ async def once(
                 found = await execute(
                     conn, statements.remembered(session=session, verb=verb, key=key)
                 )
-                if not found:  # one PostgreSQL: taken by a row of another session (0025)
+                if not found:  # one PostgreSQL: taken by a row of another session (0026)
                     found = await execute(conn, statements.remembered_anywhere(verb=verb, key=key))
         if claimed:
             return result

@@ -255,7 +255,7 @@ lead_events = Table(
 # The answers of requests sent with an Idempotency-Key (push, lease), so a retry gets the
 # first answer instead of a second effect; pruned after LEASEQ_IDEMPOTENCY_TTL_S (0003).
 # ``session``: the session the request names ('' across sessions), so on a cluster a key
-# lives on its session's shard; there the primary key is (session, verb, key) (0025).
+# lives on its session's shard; there the primary key is (session, verb, key) (0026).
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,

@@ -1,7 +1,7 @@
 """``leaseq db upgrade`` on a Citus coordinator: what it distributes, and how.
 
 Revision 0006 distributes every per-session table by ``session``, colocated
-with ``leads``; the others by their own key or as reference tables. Revision 0025
+with ``leads``; the others by their own key or as reference tables. Revision 0026
 distributes the idempotency keys by the session of their request, colocated too. A
 single-database deployment moves onto a cluster by adding the extension and
 the workers, then upgrading: its rows move to the workers and stay leasable.
@@ -25,7 +25,7 @@ BY_SESSION = {
     "session_settings",
     "lead_dependencies",
     "lead_key_frees",
-    "idempotency_keys",  # by the session of the key's request since revision 0025
+    "idempotency_keys",  # by the session of the key's request since revision 0026
 }
 # The lease's claim as a router statement takes it: one session, FOR UPDATE SKIP LOCKED.
 CLAIM = (
@@ -187,14 +187,14 @@ def _counts(url: str) -> dict[str, tuple[int, int]]:
     return {session: (queued, leased) for session, queued, leased in rows}
 
 
-def test_revision_0025_moves_the_keys_to_the_shards_of_their_sessions(
+def test_revision_0026_moves_the_keys_to_the_shards_of_their_sessions(
     citus_cluster: Cluster, citus_database: str
 ) -> None:
     """The keys distributed by key (0006) come over with their rows, then are distributed by
     session; a key of one session's request then lives on that session's shard, and the
     revision is undone back to the keys of 0006 (distributed by key, one row per key)."""
     url = citus_cluster.url(citus_database)
-    migrate.upgrade(url, "0024")
+    migrate.upgrade(url, "0025")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO idempotency_keys (verb, key, request, answer)"
@@ -212,7 +212,7 @@ def test_revision_0025_moves_the_keys_to_the_shards_of_their_sessions(
         )
     assert len(_rows(url, "SELECT FROM idempotency_keys WHERE key = 'old'")) == 4
 
-    migrate.downgrade(url, "0024")
+    migrate.downgrade(url, "0025")
     [(column,)] = _rows(url, KEYS_COLUMN)
     assert column == "key"
     assert sorted(_rows(url, "SELECT verb, key FROM idempotency_keys")) == [

@@ -87,7 +87,7 @@ LEAD_SCOPED = (
     "runtime_ran_out",
 )
 # The idempotency keys of a push or lease: in the transaction of that request, and named by
-# its session, so on its session's shard (revision 0025). remembered_anywhere: one
+# its session, so on its session's shard (revision 0026). remembered_anywhere: one
 # PostgreSQL's, after a claim another session's row refused.
 WITH_THE_REQUEST = (
     "claim_key",

@@ -29,7 +29,7 @@ def claim_key(*, session: str, key: str, request: str, verb: str, now: datetime 
     A key another open transaction claimed makes this one wait for it to end:
     a retry that overtakes its first try gets that try's answer, or the key. No conflict
     target: the primary key is ``(verb, key)`` on one PostgreSQL, ``(session, verb, key)``
-    on a cluster (revision 0025).
+    on a cluster (revision 0026).
     """
 
 
@@ -82,7 +82,7 @@ def _remembered_anywhere() -> str:
 def remembered_anywhere(*, key: str, verb: str) -> None:
     """The request a key was claimed for, whatever its session: on one PostgreSQL, after a
     claim refused by a row of another session (a key sent again for another session, or
-    kept from before revision 0025); every shard on a cluster, where that never happens."""
+    kept from before revision 0026); every shard on a cluster, where that never happens."""
 
 
 def _prune_keys(skip_locked: bool) -> str:
