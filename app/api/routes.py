@@ -845,7 +845,7 @@ async def get_dashboard_data(
     visible = None if principal.everywhere else principal.covers
     snapshot = await overview.snapshot(runtime.queue, search, visible=visible)
     schedules = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
-    data = page.to_json(snapshot, schedules)
+    data = page.to_json(snapshot, schedules, runtime.queue.default_max_queued)
     data["access"] = {
         "token": principal.name,
         "role": principal.role or "full",

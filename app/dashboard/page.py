@@ -36,7 +36,12 @@ def shell() -> str:
     )
 
 
-def _session(view: SessionView) -> dict[str, Any]:
+def _session(view: SessionView, default_max_queued: int | None = None) -> dict[str, Any]:
+    """One line of the page; ``queued_bound`` is the ``max_queued`` that binds the session (its
+    own, else the service's ``LEASEQ_MAX_QUEUED``; null: none, and for the total), so the page
+    can show how full it is without knowing how the service was started."""
+    own = view.settings.max_queued if view.settings else None
+    bound = None if view.settings is None else own if own is not None else default_max_queued
     return {
         "name": view.name,
         **{status: getattr(view.counts, status) for status in STATUSES},
@@ -47,6 +52,7 @@ def _session(view: SessionView) -> dict[str, Any]:
         "completed_per_minute": view.completed_per_minute,
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),
+        "queued_bound": bound,
     }
 
 
@@ -82,15 +88,19 @@ def _schedule(schedule: Schedule) -> dict[str, Any]:
     }
 
 
-def to_json(snapshot: Snapshot, schedules: Sequence[Schedule] = ()) -> dict[str, Any]:
+def to_json(
+    snapshot: Snapshot, schedules: Sequence[Schedule] = (), default_max_queued: int | None = None
+) -> dict[str, Any]:
     """The snapshot, and the schedules with their next ticks, as JSON values; timestamps in
-    RFC 3339 UTC."""
+    RFC 3339 UTC. ``default_max_queued``: the service's, the bound of sessions without their
+    own (``max_queued_default``: a session's page reads it to show how full that session is)."""
     return {
         "now": rfc3339(snapshot.now),
         "autovacuum": snapshot.autovacuum,
         "warnings": warnings(snapshot),
         "window_minutes": WINDOW_MINUTES,
-        "sessions": [_session(view) for view in snapshot.sessions],
+        "max_queued_default": default_max_queued,
+        "sessions": [_session(view, default_max_queued) for view in snapshot.sessions],
         "total": _session(snapshot.total),
         "hidden_sessions": snapshot.hidden_sessions,
         "expiring": [asdict(lease) for lease in snapshot.expiring],

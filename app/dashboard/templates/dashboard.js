@@ -18,6 +18,8 @@
   let search = "";
   let drawn = 0; // the number of the latest refresh: an answer to an older one is dropped
   let mayOperate = null; // what tokens/self said of the token in use; null: not asked yet
+  // The service's max_queued (LEASEQ_MAX_QUEUED), from dashboard/data; undefined: not read yet.
+  let maxQueuedDefault;
 
   function headers() {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -69,6 +71,31 @@
 
   const leadLink = (id) => linked(id, "#lead=" + id);
 
+  // How full a session is: its queued leads against the max_queued that binds it (its own,
+  // else the service's), as a bar (a meter: green below half, amber, red from 80%) and
+  // "queued / max"; no bound: "–".
+  function fullness(node, queued, bound) {
+    node.className = "full";
+    if (bound === null || bound === undefined) {
+      node.replaceChildren(document.createTextNode("–"));
+      delete node.dataset.bound;
+      return node;
+    }
+    const meter = document.createElement("meter");
+    meter.min = 0;
+    meter.max = bound;
+    meter.low = bound * 0.5;
+    meter.high = bound * 0.8;
+    meter.optimum = 0;
+    meter.value = Math.min(queued, bound);
+    meter.title = Math.round((100 * queued) / bound) + "% full";
+    node.replaceChildren(meter, document.createTextNode(" " + queued + " / " + bound));
+    node.dataset.queued = String(queued);
+    node.dataset.bound = String(bound);
+    if (queued >= bound) node.className = "full warn";
+    return node;
+  }
+
   function sessionRow(s, link) {
     const tr = document.createElement("tr");
     tr.dataset.session = s.name;
@@ -79,6 +106,7 @@
     const capped = s.max_leased !== null && s.leased >= s.max_leased;
     tr.appendChild(cell(s.max_leased === null ? null : s.leased + " / " + s.max_leased,
       capped ? "cap warn" : "cap"));
+    tr.appendChild(fullness(document.createElement("td"), s.queued, s.queued_bound));
     tr.appendChild(cell(s.rate_per_s === null ? null
       : s.rate_per_s + "/s" + (s.burst === null ? "" : " ×" + s.burst), "rate"));
     tr.appendChild(spark(s.completed_per_minute));
@@ -218,6 +246,7 @@
   }
 
   function draw(data) {
+    maxQueuedDefault = data.max_queued_default;
     warn(data.warnings || []);
     replace($("sessions").tBodies[0], data.sessions.map((s) => sessionRow(s, true)),
       search ? "no session matches" : "no leads yet");
@@ -323,7 +352,25 @@
     }), "no ledger events recorded (the ledger may be off)");
   }
 
-  function drawSession(name, counts) {
+  // The session's max_queued, else the service's (read once from dashboard/data when the
+  // page opened on a session, before any overview was drawn).
+  async function boundOf(name) {
+    const own = await fetch("sessions/" + encodeURIComponent(name) + "/settings",
+      { headers: headers(), cache: "no-store" });
+    if (!own.ok) throw new Error(own.status + " " + await problem(own));
+    const bound = (await own.json()).max_queued;
+    if (bound !== null && bound !== undefined) return bound;
+    if (maxQueuedDefault === undefined) {
+      const all = await fetch("dashboard/data?search=" + encodeURIComponent(name),
+        { headers: headers(), cache: "no-store" });
+      if (!all.ok) throw new Error(all.status + " " + await problem(all));
+      maxQueuedDefault = (await all.json()).max_queued_default;
+    }
+    return maxQueuedDefault;
+  }
+
+  function drawSession(name, counts, bound) {
+    fullness($("session-full"), counts.queued, bound);
     const tr = document.createElement("tr");
     for (const status of STATUSES) tr.appendChild(cell(counts[status], "n-" + status));
     $("session-counts").tBodies[0].replaceChildren(tr);
@@ -405,6 +452,7 @@
       const missing = v.kind === "lead" && response.status === 404;
       if (!response.ok && !missing) throw new Error(response.status + " " + await problem(response));
       const data = missing ? null : await response.json();
+      const bound = v.kind === "session" ? await boundOf(v.name) : null;
       if (mine !== drawn) return;
       show(v);
       if (v.kind === "lead") {
@@ -414,7 +462,7 @@
         $("lead-status").textContent = "";
         if (data) drawLead(data);
       } else if (v.kind === "session") {
-        drawSession(v.name, data);
+        drawSession(v.name, data, bound);
       } else {
         draw(data);
       }
