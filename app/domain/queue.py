@@ -559,6 +559,7 @@ class Queue:
                 lambda conn: idempotency.once(
                     conn,
                     "push",
+                    session,
                     key,
                     request,
                     insert,

@@ -49,8 +49,9 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_next, ledger off": lambda: text("lease_next", ledger=False),
     "lease_group": lambda: text("lease_group", ledger=True),
     "lease_group, ledger off": lambda: text("lease_group", ledger=False),
-    "lease_keyed": lambda: text("lease_keyed", ledger=True),
-    "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False),
+    "lease_keyed": lambda: text("lease_keyed", ledger=True, remember=True),
+    "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False, remember=True),
+    "lease_keyed, its key apart": lambda: text("lease_keyed", ledger=False, remember=False),
     "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
     "stats": lambda: text("stats"),
     "completions": lambda: text("completions"),
@@ -86,9 +87,16 @@ LEAD_SCOPED = (
     "valid_leases",
     "runtime_ran_out",
 )
-# The idempotency keys of a push or lease: in the transaction of that request, so on its
-# session's shard (a key's request always names the same session).
-WITH_THE_REQUEST = ("claim_key", "remember_answer", "remembered")
+# The idempotency keys of a push or lease: in the transaction of that request, and named by
+# its session, so on its session's shard (revision 0026). remembered_anywhere: one
+# PostgreSQL's, after a claim another session's row refused.
+WITH_THE_REQUEST = (
+    "claim_key",
+    "remember_answer",
+    "remember_key",
+    "remembered",
+    "remembered_anywhere",
+)
 # Across sessions by design: recovery, maintenance, the operator's totals, and the fleet's
 # view of which sessions have work (read once a second per process, not per lease).
 CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune", "prune_keys")
@@ -191,6 +199,7 @@ PARAMETERS: dict[str, Any] = {
     "throttle_s": 30.0,
     "before": None,
     "key": "k",
+    "key_session": "s1",
     "request": "r",
     "token": "t",
     "status": "done",

@@ -37,7 +37,9 @@ from app.store.statements.keys import (
     claim_key,
     prune_keys,
     remember_answer,
+    remember_key,
     remembered,
+    remembered_anywhere,
 )
 from app.store.statements.leads import (
     PUSH_ROWS_MAX,
@@ -220,7 +222,9 @@ __all__ = [
     "pushed_notice",
     "release",
     "remember_answer",
+    "remember_key",
     "remembered",
+    "remembered_anywhere",
     "renew_many",
     "resume",
     "retry",
