@@ -117,13 +117,8 @@ async def pushed(conn: Connection, session: str, key: str) -> Any | None:
     session's committed with that key (yet, or since the key was pruned).
 
     A producer whose push's answers were all lost asks this before it pushes again, so it
-    learns whether the push was stored instead of guessing. A key names no session, so the
-    answer counts only when its leads are the session's: a token bound to one session
-    learns nothing of another's keys. A push still running is not seen until it commits."""
-    found = await execute(conn, statements.remembered(verb="push", key=key))
-    if not found or found[0]["answer"] is None:
-        return None
-    answer = found[0]["answer"]
-    ids = [int(i) for i in answer.get("ids", [])]
-    mine = await execute(conn, statements.leads_in_session(session=session, ids=ids))
-    return answer if mine else None
+    learns whether the push was stored instead of guessing. Read by the key's session (its
+    shard on a cluster): a token bound to one session learns nothing of another's keys. A
+    push still running is not seen until it commits."""
+    found = await execute(conn, statements.remembered(session=session, verb="push", key=key))
+    return found[0]["answer"] if found else None

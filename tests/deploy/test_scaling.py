@@ -44,7 +44,6 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "push_rows": lambda: text("push_rows", rows=1),
     "throttle_session": lambda: text("throttle_session"),
     "existing_keys": lambda: text("existing_keys"),
-    "leads_in_session": lambda: text("leads_in_session"),
     "lease_next": lambda: text("lease_next", ledger=True),
     "lease_next, ledger off": lambda: text("lease_next", ledger=False),
     "lease_group": lambda: text("lease_group", ledger=True),
@@ -219,7 +218,6 @@ def statement_names() -> set[str]:
 def test_every_statement_is_classified() -> None:
     """A new statement must say how it shards (and docs/scaling.md must say it too)."""
     session_scoped = {"push", "existing_keys", "lease_next", "lease_group", "sweep", "stats"}
-    session_scoped |= {"leads_in_session"}
     session_scoped |= {"completions"}
     session_scoped |= {"push_rows", "throttle_session"}
     session_scoped |= {"lease_keyed", "complete_and_lease", "lease_together"}

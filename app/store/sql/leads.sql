@@ -171,17 +171,6 @@ SELECT pg_notify('leaseq_queued', %(session)s || ' ' || %(n)s::text) IS NULL AS 
 SELECT key, id FROM leads WHERE session = %(session)s AND key = ANY(%(keys)s::text[]);
 
 -- ========================================================================================
--- leads_in_session
---
--- Which of ``ids`` are leads of the session: a keyed push's answer asked for by its
--- key is shown only to the session it pushed into (a key names no session itself).
---
--- parameters: session, ids
-
--- name: leads_in_session
-SELECT id FROM leads WHERE session = %(session)s AND id = ANY(%(ids)s::bigint[]);
-
--- ========================================================================================
 -- renew_many
 --
 -- Extend each valid lease of the batch; the rows returned are the ones that were valid.

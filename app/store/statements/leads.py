@@ -191,16 +191,6 @@ def existing_keys(*, session: str, keys: list[str | None]) -> None:
     """Ids of keys already present in a session (the duplicates of a push)."""
 
 
-def _leads_in_session() -> str:
-    return "SELECT id FROM leads WHERE session = %(session)s AND id = ANY(%(ids)s::bigint[])"
-
-
-@statement(_leads_in_session)
-def leads_in_session(*, session: str, ids: list[int]) -> None:
-    """Which of ``ids`` are leads of the session: a keyed push's answer asked for by its
-    key is shown only to the session it pushed into (a key names no session itself)."""
-
-
 def _renew_many(skip_locked: bool, routed: bool) -> str:
     answer = (
         busy_answer("renewed", "req", "renewed.*", routed=routed)
