@@ -259,3 +259,43 @@ func TestAKeyedPushCarriesItsKeyAndPushedAsksForItByTheKey(t *testing.T) {
 		t.Fatalf("seen %q", seen)
 	}
 }
+
+func TestAWorkerGivenNoTTLAsksForItsOwnShortLeaseNotTheQueuesFiveMinutes(t *testing.T) {
+	var mu sync.Mutex
+	var asked []float64
+	server := answering(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var lease struct {
+			TTLS float64 `json:"ttl_s"`
+		}
+		_ = json.Unmarshal(body, &lease)
+		mu.Lock()
+		asked = append(asked, lease.TTLS)
+		mu.Unlock()
+		fmt.Fprint(w, `{"leases":[]}`)
+	})
+	handler := func(context.Context, *Job) (any, error) { return nil, nil }
+	for _, c := range []struct {
+		opts  []Option
+		wopts []WorkerOption
+		want  float64
+	}{
+		{nil, nil, 30}, // DefaultWorkerTTL: killed, it strands a lead 30 s
+		{[]Option{WithTTL(7 * time.Second)}, nil, 7},               // the queue's own, when given
+		{nil, []WorkerOption{WithKillGrace(20 * time.Second)}, 42}, // long enough for the grace
+	} {
+		asked = nil
+		q := newQueue(t, server.URL, append(c.opts, fast())...)
+		w, err := NewWorker(q, "s", handler, append(c.wopts, WithWait(0), WithStopWhenEmpty(), quiet())...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(asked) == 0 || asked[0] != c.want {
+			t.Errorf("asked %v, want a ttl of %v s", asked, c.want)
+		}
+		mu.Unlock()
+	}
+}
