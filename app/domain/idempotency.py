@@ -110,3 +110,15 @@ def answer_for(asked: str, request: str, answer: Any) -> Any:
     if request != asked:
         raise InvalidInput(FIELD, "was used before for another request; use a new key")
     return answer
+
+
+async def pushed(conn: Connection, session: str, key: str) -> Any | None:
+    """The answer stored for a push into ``session`` under ``key``, or None: no push of the
+    session's committed with that key (yet, or since the key was pruned).
+
+    A producer whose push's answers were all lost asks this before it pushes again, so it
+    learns whether the push was stored instead of guessing. Read by the key's session (its
+    shard on a cluster): a token bound to one session learns nothing of another's keys. A
+    push still running is not seen until it commits."""
+    found = await execute(conn, statements.remembered(session=session, verb="push", key=key))
+    return found[0]["answer"] if found else None

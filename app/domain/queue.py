@@ -577,6 +577,17 @@ class Queue:
             detail = exc.diag.message_primary or "the push would pass the session's max_queued"
             raise QuotaExceeded(detail, retry_after_s=self.quota_retry_after_s) from None
 
+    async def pushed(self, session: str, key: str) -> PushResult:
+        """The answer of the push into ``session`` stored under the ``Idempotency-Key``
+        ``key`` (``app.domain.idempotency.pushed``). Raises NotFound when there is none,
+        InvalidInput for a bad session or key."""
+        validation.session(session)
+        checked = idempotency.check_key(key)
+        answer = await self.db.run(lambda conn: idempotency.pushed(conn, session, checked))
+        if answer is None:
+            raise NotFound(f"no push into {session!r} with Idempotency-Key {checked!r}")
+        return PushResult(**answer)
+
     async def keep_config(self) -> None:
         """Keep the service's settings that the database enforces on its own (the default
         max_queued, for leaseq_push in a producer's transaction) in ``leaseq_config``; run

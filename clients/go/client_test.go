@@ -221,3 +221,41 @@ func TestNamesThatWouldLeaveTheirPathAreRefusedBeforeAnythingIsSent(t *testing.T
 		t.Errorf("a worker of a bad session: %v", err)
 	}
 }
+
+func TestAKeyedPushCarriesItsKeyAndPushedAsksForItByTheKey(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	server := answering(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Idempotency-Key"))
+		switch {
+		case r.Method == "POST":
+			w.WriteHeader(201)
+			fmt.Fprint(w, `{"ids":[7],"created":1,"duplicates":0}`)
+		case strings.HasSuffix(r.URL.EscapedPath(), "/order%2F7"):
+			fmt.Fprint(w, `{"ids":[7],"created":1,"duplicates":0}`)
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(404)
+			fmt.Fprint(w, `{"status":404,"code":"not_found","title":"Not found","detail":"no push"}`)
+		}
+	})
+	q := newQueue(t, server.URL, fast())
+	ctx := context.Background()
+	if _, err := q.PushKeyed(ctx, "order/7", []Lead{{SessionID: "s", Payload: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := q.Pushed(ctx, "s", "order/7")
+	if err != nil || stored == nil || len(stored.IDs) != 1 || stored.IDs[0] != 7 || stored.Created != 1 {
+		t.Fatalf("stored %+v, err %v", stored, err)
+	}
+	none, err := q.Pushed(ctx, "s", "never")
+	if err != nil || none != nil {
+		t.Fatalf("none %+v, err %v", none, err)
+	}
+	want := []string{"POST /sessions/s/leads order/7", "GET /sessions/s/pushes/order%2F7 ", "GET /sessions/s/pushes/never "}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("seen %q", seen)
+	}
+}

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.service
 
 ARTIFACTS = ROOT / "test-artifacts"
 SESSION = "crawl"
+# The wait for an action on 10,050 leads (two calls of the bulk verb) on a shared machine:
+# a deadline that only a stuck action misses.
+ACTION_MS = 120_000
 MAX_TABS = 400  # presses of Tab to reach an element before the walk counts as stuck
 
 
@@ -45,6 +48,17 @@ def tab_to(page: Any, selector: str, *, backward: bool = False) -> None:
     raise AssertionError(f"{key} never reached {selector}")
 
 
+def acted(page: Any) -> str:
+    """Until an action on every matching lead ends (its buttons usable again); what it said."""
+    page.wait_for_function(
+        "() => !document.getElementById('retry-matching').disabled"
+        " && document.getElementById('bulk-result').textContent !== ''",
+        timeout=ACTION_MS,
+    )
+    said: str = page.locator("#bulk-result").inner_text()
+    return said
+
+
 def sql(database_url: str, statement: str, *params: Any) -> None:
     with psycopg.connect(libpq_url(database_url), autocommit=True) as conn:
         conn.execute(statement, list(params))  # type: ignore[arg-type]
@@ -54,15 +68,21 @@ def test_a_sessions_page_draws_its_finished_and_failed_leads_per_minute(
     services: Services, database_url: str, browser: Any
 ) -> None:
     service = services.start("--sweep-interval", "3600", database_url=database_url)
-    finished = (
+    # One statement, one now(): the finished leads of a minute fall in the same minute.
+    sql(
+        database_url,
         "INSERT INTO leads (session, status, attempts, error, updated_at)"
-        " SELECT %s, %s, 1, %s, now() - %s::interval FROM generate_series(1, %s)"
+        " SELECT s, st, 1, CASE WHEN st = 'failed' THEN 'boom' END, now() - ago::interval"
+        " FROM (VALUES (%s, 'done', '90 seconds', 3), (%s, 'cached', '90 seconds', 1),"
+        " (%s, 'failed', '10 minutes', 2),"
+        " (%s, 'done', '2 hours', 4),"  # before the hour
+        " ('other', 'done', '90 seconds', 5)) AS v (s, st, ago, n),"  # another session
+        " generate_series(1, n)",
+        SESSION,
+        SESSION,
+        SESSION,
+        SESSION,
     )
-    sql(database_url, finished, SESSION, "done", None, "90 seconds", 3)
-    sql(database_url, finished, SESSION, "cached", None, "90 seconds", 1)
-    sql(database_url, finished, SESSION, "failed", "boom", "10 minutes", 2)
-    sql(database_url, finished, SESSION, "done", None, "2 hours", 4)  # before the hour
-    sql(database_url, finished, "other", "done", None, "90 seconds", 5)  # another session
     with service.client() as http:
         answer = http.get(f"/sessions/{SESSION}/throughput").json()
         completed, failed = answer["completed"], answer["failed"]
@@ -121,9 +141,8 @@ def test_retry_and_cancel_every_lead_the_tab_and_search_select(
 
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("#retry-matching")
+        assert acted(page) == "10050 matching leads queued again"
         mark = loaded_after(page, mark)
-        result = page.locator("#bulk-result").inner_text()
-        assert result == "10050 matching leads queued again"
         assert rows(page) == []
         stats = http.get(f"/sessions/{SESSION}/stats").json()
         assert (stats["failed"], stats["queued"]) == (30, 10_050 + 25)
@@ -137,8 +156,8 @@ def test_retry_and_cancel_every_lead_the_tab_and_search_select(
         mark = loaded_after(page, mark)
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("#cancel-matching")
+        assert acted(page) == "20 matching leads cancelled"
         loaded_after(page, mark)
-        assert page.locator("#bulk-result").inner_text() == "20 matching leads cancelled"
         kept = http.get(f"/sessions/{SESSION}/leads", params={"key_prefix": "keep-"}).json()
         assert {lead["status"] for lead in kept["leads"]} == {"queued"}
         batch = http.get(f"/sessions/{SESSION}/leads", params={"key_prefix": "batch-"}).json()

@@ -36,6 +36,7 @@ TOOL_TIMEOUT_S = 300
 # The operation ids clients are generated with: a change here breaks every generated client.
 OPERATION_IDS = {
     ("POST", "/sessions/{session}/leads"): "push",
+    ("GET", "/sessions/{session}/pushes/{key}"): "getPush",
     ("POST", "/lease"): "lease",
     ("POST", "/renew"): "renew",
     ("POST", "/renew/batch"): "renewBatch",
