@@ -543,6 +543,7 @@ class Queue:
                     now,
                     ledger=self.ledger_in_statement,
                     ledger_by_row=self.ledger_by_row,
+                    sharded=self.sharded,
                 )
                 return result
 

@@ -68,8 +68,12 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "pause": lambda: text("pause"),
     "resume": lambda: text("resume"),
     "dependency_targets": lambda: text("dependency_targets"),
-    "add_dependencies": lambda: text("add_dependencies", ledger=True),
-    "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False),
+    "add_dependencies": lambda: text("add_dependencies", ledger=True, edges=True),
+    "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False, edges=True),
+    "add_dependencies, its edges apart": lambda: text(
+        "add_dependencies", ledger=False, edges=False
+    ),
+    "add_edges": lambda: text("add_edges", rows=2),
     "tend_keys": lambda: text("tend_keys"),
     "unpark_session": lambda: text("unpark_session"),
     "throughput": lambda: text("throughput", window_minutes=60),
@@ -225,7 +229,7 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     session_scoped |= {"pause", "resume", "tend_keys", "unpark_session"}
-    session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
+    session_scoped |= {"dependency_targets", "add_dependencies", "add_edges", "dependents"}
     session_scoped |= {"list_leads", "retry_leads", "cancel_leads", "throughput"}
     cross = {
         "stats_all",
@@ -371,7 +375,7 @@ async def test_a_session_scoped_statement_reads_one_partition(
     # pause, a resume or a throttle touches the session's settings row alone, and
     # unpark_session writes the session's leads it reads).
     read = any(touched[table] for table in TABLES)
-    writes_only = ("push", "settings_put", "pause", "resume", "add_dependencies")
+    writes_only = ("push", "settings_put", "pause", "resume", "add_dependencies", "add_edges")
     assert read or name.startswith((*writes_only, "unpark_session", "throttle_session")), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched

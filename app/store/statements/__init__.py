@@ -17,8 +17,10 @@ Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's
 
 from app.store.statements._build import REGISTRY, Builder, Statement, text
 from app.store.statements.dependencies import (
+    ADD_EDGES_MAX,
     BLOCKED_UNTIL,
     add_dependencies,
+    add_edges,
     blocked,
     dependency_targets,
     dependents,
@@ -144,6 +146,7 @@ from app.store.statements.views import (
 )
 
 __all__ = [
+    "ADD_EDGES_MAX",
     "BLOCKED_UNTIL",
     "DUE_PER_LEASE",
     "ENDED_CHANNEL",
@@ -164,6 +167,7 @@ __all__ = [
     "Statement",
     "_claim_and_lease",
     "add_dependencies",
+    "add_edges",
     "attempts_per_lead",
     "audit",
     "audit_trail",
