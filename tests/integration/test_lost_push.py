@@ -45,13 +45,21 @@ async def test_a_push_whose_answers_are_all_lost_is_stored_once_and_the_producer
         assert "pushed(" in str(raised.value)
         assert len(proxy.dropped) == FAST_RETRY.attempts  # every try's answer lost
         stored = await client.pushed(session, key)
+        tried = len(proxy.dropped)
+        brief = RetryPolicy(attempts=2, base_s=0.05, max_s=0.1)  # one push's own budget
+        other = f"brief-{uuid.uuid4()}"
+        with pytest.raises(Unavailable) as short:
+            await client.push(session, [NewLead({"n": 9})], idempotency_key=other, policy=brief)
+        assert len(proxy.dropped) - tried == brief.attempts
+        assert short.value.idempotency_key == other
+        assert (await client.pushed(session, other)) is not None
         assert await client.pushed(session, f"never-{uuid.uuid4()}") is None
         assert await client.pushed(f"other-{session}", key) is None  # a key is its session's
     assert stored is not None
     assert (stored.created, stored.duplicates, len(set(stored.ids))) == (3, 0, 3)
     async with AsyncClient(service.url) as direct:
-        assert await direct.stats(session) == Counts(queued=3)  # once, not once per try
+        assert await direct.stats(session) == Counts(queued=4)  # once each, not once per try
         again = await direct.push(session, leads, idempotency_key=key)
         assert again == stored  # the same key again: the first answer, nothing new
-        assert await direct.stats(session) == Counts(queued=3)
+        assert await direct.stats(session) == Counts(queued=4)
         assert [(await direct.get(i)).payload for i in stored.ids] == [{"n": n} for n in range(3)]
