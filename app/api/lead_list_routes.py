@@ -1,5 +1,6 @@
 """``/sessions/{session}/leads`` for operators: a session's leads listed a page at a time,
-and retried or cancelled many at once (``app.domain.listing``).
+and retried or cancelled many at once (``app.domain.listing``); its throughput over time
+(``app.domain.throughput``), for its page on the dashboard.
 
 Each route is bound by the token's sessions as every route of a session is (the path's
 ``{session}``): a reader may list, an operator may act. The bulk verbs refuse a browser's
@@ -17,8 +18,8 @@ from pydantic import AwareDatetime, Field, field_validator
 from app.api.access import Access, Where
 from app.api.front_door import FrontDoorRoute
 from app.api.routes import RuntimeDep, SameSite, SessionPath
-from app.api.schemas import Answer, Body, LeadId, LeadOut
-from app.domain import listing
+from app.api.schemas import Answer, Body, LeadId, LeadOut, Timestamp
+from app.domain import listing, throughput
 from app.domain.access import Action, Principal
 from app.service.runtime import Runtime
 from leaseq.limits import MAX_KEY_CHARS, MAX_OWNER_CHARS
@@ -173,3 +174,23 @@ async def cancel_leads(
     with error `cancelled`, as `POST /leads/{id}/cancel` does each: a holder's next renew or
     complete gets 409 `lease_lost`. A finished lead is left as it is and not counted."""
     return await _act("cancel", session, body, runtime, principal)
+
+
+class ThroughputOut(Answer):
+    now: Timestamp = Field(description="The database clock: the end of the last minute.")
+    completed: list[int] = Field(
+        description=f"Leads finished (done or cached) in each of the last "
+        f"{throughput.WINDOW_MINUTES} minutes, oldest first."
+    )
+    failed: list[int] = Field(description="Leads failed in each of those minutes, oldest first.")
+
+
+@router.get("/sessions/{session}/throughput", operation_id="getThroughput")
+async def get_throughput(
+    session: SessionPath, runtime: RuntimeDep, principal: Reading
+) -> ThroughputOut:
+    """The session's leads finished and failed per minute over the last hour, each counted
+    in the minute of its last change with its present status (what the dashboard draws on a
+    session's page). It reads the leads finished in the hour only, on the session's shard."""
+    done = await throughput.throughput(runtime.queue, session)
+    return ThroughputOut(now=done.now, completed=done.completed, failed=done.failed)

@@ -69,7 +69,13 @@ from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
 from app.service.runtime import Runtime
 from leaseq.errors import Forbidden, LeaseLost, NotFound, QuotaExceeded, Unauthorized, Unavailable
-from leaseq.limits import MAX_LEAD_ID, MAX_SESSION_CHARS, MAX_WAIT_S, SESSION_PATTERN
+from leaseq.limits import (
+    IDEMPOTENCY_KEY_PATTERN,
+    MAX_LEAD_ID,
+    MAX_SESSION_CHARS,
+    MAX_WAIT_S,
+    SESSION_PATTERN,
+)
 from leaseq.model import (
     AllCounts,
     CompleteItem,
@@ -211,6 +217,33 @@ async def push(
         raise
     metrics.PUSHED.inc(result.created)
     return PushOut.model_validate(result)
+
+
+@router.get(
+    "/sessions/{session}/pushes/{key:path}",
+    tags=["producers"],
+    operation_id="getPush",
+    responses=responses("not_found"),
+)
+async def pushed(
+    session: SessionPath,
+    key: Annotated[
+        str,
+        Path(
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="The `Idempotency-Key` the push was sent with (percent-encoded).",
+        ),
+    ],
+    queue: QueueDep,
+    principal: ReadingSession,
+) -> PushOut:
+    """The answer of the push into the session sent with this `Idempotency-Key`: its lead
+    ids, as the push answered them. 404 when no push of the session committed with that key
+    (or the key was forgotten: kept `LEASEQ_IDEMPOTENCY_TTL_S` at least).
+
+    A producer whose push's answers were all lost (its retries ran out) asks this before it
+    moves on: the push was stored, or it was not and may be sent again with the same key."""
+    return PushOut.model_validate(await queue.pushed(session, key))
 
 
 # -- workers -----------------------------------------------------------------
@@ -845,7 +878,7 @@ async def get_dashboard_data(
     visible = None if principal.everywhere else principal.covers
     snapshot = await overview.snapshot(runtime.queue, search, visible=visible)
     schedules = [s for s in await runtime.schedules.all() if principal.covers(s.session)]
-    data = page.to_json(snapshot, schedules)
+    data = page.to_json(snapshot, schedules, runtime.queue.default_max_queued)
     data["access"] = {
         "token": principal.name,
         "role": principal.role or "full",

@@ -11,11 +11,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from app import __version__
 from app.domain.overview import WINDOW_MINUTES, SessionView, Snapshot
+from app.domain.schedules import next_after, zone
 from app.service.maintenance import AUTOVACUUM_OFF
 from leaseq.model import STATUSES, Schedule, SessionSettings
 from leaseq.timefmt import rfc3339
 
 POLL_INTERVAL_MS = 2000
+NEXT_TICKS = 5  # a schedule's ticks the schedules page lists
 NO_SETTINGS = {f.name: None for f in fields(SessionSettings)}  # the total's
 
 
@@ -34,7 +36,12 @@ def shell() -> str:
     )
 
 
-def _session(view: SessionView) -> dict[str, Any]:
+def _session(view: SessionView, default_max_queued: int | None = None) -> dict[str, Any]:
+    """One line of the page; ``queued_bound`` is the ``max_queued`` that binds the session (its
+    own, else the service's ``LEASEQ_MAX_QUEUED``; null: none, and for the total), so the page
+    can show how full it is without knowing how the service was started."""
+    own = view.settings.max_queued if view.settings else None
+    bound = None if view.settings is None else own if own is not None else default_max_queued
     return {
         "name": view.name,
         **{status: getattr(view.counts, status) for status in STATUSES},
@@ -45,6 +52,7 @@ def _session(view: SessionView) -> dict[str, Any]:
         "completed_per_minute": view.completed_per_minute,
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),
+        "queued_bound": bound,
     }
 
 
@@ -59,6 +67,16 @@ def _settings(settings: SessionSettings) -> dict[str, Any]:
     return {**asdict(settings), "paused_until": None if paused is None else rfc3339(paused)}
 
 
+def next_ticks(schedule: Schedule, n: int = NEXT_TICKS) -> list[str]:
+    """Its next ``n`` ticks from the one due, in RFC 3339 UTC: computed, not stored, so an
+    operator sees when it fires across a change of daylight saving time."""
+    where = zone(schedule.timezone)
+    ticks = [schedule.next_tick]
+    while len(ticks) < n:
+        ticks.append(next_after(schedule.cron, where, ticks[-1]))
+    return [rfc3339(tick) for tick in ticks]
+
+
 def _schedule(schedule: Schedule) -> dict[str, Any]:
     return {
         "name": schedule.name,
@@ -66,18 +84,23 @@ def _schedule(schedule: Schedule) -> dict[str, Any]:
         "cron": schedule.cron,
         "timezone": schedule.timezone,
         "next_tick": rfc3339(schedule.next_tick),
+        "next_ticks": next_ticks(schedule),
     }
 
 
-def to_json(snapshot: Snapshot, schedules: Sequence[Schedule] = ()) -> dict[str, Any]:
+def to_json(
+    snapshot: Snapshot, schedules: Sequence[Schedule] = (), default_max_queued: int | None = None
+) -> dict[str, Any]:
     """The snapshot, and the schedules with their next ticks, as JSON values; timestamps in
-    RFC 3339 UTC."""
+    RFC 3339 UTC. ``default_max_queued``: the service's, the bound of sessions without their
+    own (``max_queued_default``: a session's page reads it to show how full that session is)."""
     return {
         "now": rfc3339(snapshot.now),
         "autovacuum": snapshot.autovacuum,
         "warnings": warnings(snapshot),
         "window_minutes": WINDOW_MINUTES,
-        "sessions": [_session(view) for view in snapshot.sessions],
+        "max_queued_default": default_max_queued,
+        "sessions": [_session(view, default_max_queued) for view in snapshot.sessions],
         "total": _session(snapshot.total),
         "hidden_sessions": snapshot.hidden_sessions,
         "expiring": [asdict(lease) for lease in snapshot.expiring],

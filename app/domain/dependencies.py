@@ -103,9 +103,12 @@ async def add(
     *,
     ledger: bool,
     ledger_by_row: bool,
+    sharded: bool = False,
 ) -> None:
     """The edges of the leads the push inserted (a duplicate's ``after`` is not its own:
-    the lead already there stands), written in the push's transaction."""
+    the lead already there stands), written in the push's transaction. ``sharded`` (a
+    Citus cluster): the edges by ``add_edges`` statements before ``add_dependencies``, so
+    that each is a router statement of the session (``statements.add_dependencies``)."""
     lead_ids: list[int] = []
     after_ids: list[int] = []
     for i, targets in resolved.targets.items():
@@ -114,15 +117,36 @@ async def add(
         for target in targets:
             lead_ids.append(ids[i])
             after_ids.append(ids[target.position] if isinstance(target, Earlier) else target)
-    if lead_ids:
+    if not lead_ids:
+        return
+    if sharded:  # first: a child failed at once fails its own dependents through them
+        await _add_edges(conn, session, list(dict.fromkeys(zip(lead_ids, after_ids, strict=True))))
+    await execute(
+        conn,
+        statements.add_dependencies(
+            session=session,
+            lead_ids=lead_ids,
+            after_ids=after_ids,
+            now=now,
+            ledger=ledger,
+            ledger_by_row=ledger_by_row,
+            edges=not sharded,
+        ),
+    )
+
+
+async def _add_edges(conn: Connection, session: str, edges: list[tuple[int, int]]) -> None:
+    """``edges`` (each lead id with the id it waits on, no two the same) by ``add_edges``
+    statements of a power of two rows each."""
+    while edges:
+        size = min(statements.ADD_EDGES_MAX, 1 << (len(edges).bit_length() - 1))
+        chunk, edges = edges[:size], edges[size:]
         await execute(
             conn,
-            statements.add_dependencies(
+            statements.add_edges(
                 session=session,
-                lead_ids=lead_ids,
-                after_ids=after_ids,
-                now=now,
-                ledger=ledger,
-                ledger_by_row=ledger_by_row,
+                lead_ids=[lead for lead, _ in chunk],
+                after_ids=[after for _, after in chunk],
+                rows=size,
             ),
         )

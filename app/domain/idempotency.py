@@ -48,9 +48,19 @@ def fingerprint(request: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+ACROSS_SESSIONS = ""  # the session of a key whose request names several (a fleet's lease)
+
+
+def session_of(session: str | None) -> str:
+    """Where a key's row lives: the session its request names (on its shard on a cluster),
+    or ``ACROSS_SESSIONS`` for a lease across sessions (never a session's name)."""
+    return ACROSS_SESSIONS if session is None else session
+
+
 async def once(
     conn: Connection,
     verb: Verb,
+    session: str,
     key: str,
     request: Any,
     work: Callable[[Connection], Awaitable[T]],
@@ -63,11 +73,12 @@ async def once(
 
     ``encode`` turns a result into the JSON to remember; None when there is
     nothing to remember (the work changed nothing: the key stays free).
-    ``key`` was checked by the caller (``check_key``). Raises InvalidInput
-    when the key was used for another request.
+    ``key`` was checked by the caller (``check_key``); ``session`` is where its row lives
+    (``session_of``), so on a cluster every statement here runs on that session's shard.
+    Raises InvalidInput when the key was used for another request.
     """
     asked = fingerprint(request)
-    claim = statements.claim_key(verb=verb, key=key, request=asked, now=now)
+    claim = statements.claim_key(session=session, verb=verb, key=key, request=asked, now=now)
     while True:
         claimed = False
         async with conn.transaction():
@@ -77,10 +88,16 @@ async def once(
                 answer = encode(result)
                 if answer is None:
                     raise psycopg.Rollback()  # nothing was done: the key stays free
-                remember = statements.remember_answer(verb=verb, key=key, answer=json.dumps(answer))
+                remember = statements.remember_answer(
+                    session=session, verb=verb, key=key, answer=json.dumps(answer)
+                )
                 await execute(conn, remember)
             else:  # taken by a request that committed (after we waited for it, if need be)
-                found = await execute(conn, statements.remembered(verb=verb, key=key))
+                found = await execute(
+                    conn, statements.remembered(session=session, verb=verb, key=key)
+                )
+                if not found:  # one PostgreSQL: taken by a row of another session (0026)
+                    found = await execute(conn, statements.remembered_anywhere(verb=verb, key=key))
         if claimed:
             return result
         if found:  # else it was pruned since: claim it again
@@ -93,3 +110,15 @@ def answer_for(asked: str, request: str, answer: Any) -> Any:
     if request != asked:
         raise InvalidInput(FIELD, "was used before for another request; use a new key")
     return answer
+
+
+async def pushed(conn: Connection, session: str, key: str) -> Any | None:
+    """The answer stored for a push into ``session`` under ``key``, or None: no push of the
+    session's committed with that key (yet, or since the key was pruned).
+
+    A producer whose push's answers were all lost asks this before it pushes again, so it
+    learns whether the push was stored instead of guessing. Read by the key's session (its
+    shard on a cluster): a token bound to one session learns nothing of another's keys. A
+    push still running is not seen until it commits."""
+    found = await execute(conn, statements.remembered(session=session, verb="push", key=key))
+    return found[0]["answer"] if found else None

@@ -543,6 +543,7 @@ class Queue:
                     now,
                     ledger=self.ledger_in_statement,
                     ledger_by_row=self.ledger_by_row,
+                    sharded=self.sharded,
                 )
                 return result
 
@@ -559,6 +560,7 @@ class Queue:
                 lambda conn: idempotency.once(
                     conn,
                     "push",
+                    session,
                     key,
                     request,
                     insert,
@@ -574,6 +576,17 @@ class Queue:
                 raise
             detail = exc.diag.message_primary or "the push would pass the session's max_queued"
             raise QuotaExceeded(detail, retry_after_s=self.quota_retry_after_s) from None
+
+    async def pushed(self, session: str, key: str) -> PushResult:
+        """The answer of the push into ``session`` stored under the ``Idempotency-Key``
+        ``key`` (``app.domain.idempotency.pushed``). Raises NotFound when there is none,
+        InvalidInput for a bad session or key."""
+        validation.session(session)
+        checked = idempotency.check_key(key)
+        answer = await self.db.run(lambda conn: idempotency.pushed(conn, session, checked))
+        if answer is None:
+            raise NotFound(f"no push into {session!r} with Idempotency-Key {checked!r}")
+        return PushResult(**answer)
 
     async def keep_config(self) -> None:
         """Keep the service's settings that the database enforces on its own (the default

@@ -41,6 +41,8 @@ from leaseq.model import CompleteItem, Lead, Lease
 
 # What shares a lease statement: a session, the instant (tests), and a scoped token's hash.
 GroupKey = tuple[str, datetime | None, str | None]
+# together.py's: also where its callers' keys are kept (one session's, or across sessions').
+TogetherKey = tuple[str, datetime | None, str | None, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +87,9 @@ class SessionLeases:
             on_group=metrics.GROUP_SIZES.labels("lease").observe,
             enabled=queue.group_commit,
         )
-        # Keyed leases and completions with next, by session (and instant): together.py.
-        self._together: Grouper[GroupKey, Together, Took | None] = Grouper(
+        # Keyed leases and completions with next, by session (and instant, token, and where
+        # their keys are kept): together.py.
+        self._together: Grouper[TogetherKey, Together, Took | None] = Grouper(
             lambda key, calls: take_together(self.queue, key[0], key[1], calls),
             max_size=MAX_GROUP_ITEMS,
             size=Together.size,
@@ -116,6 +119,7 @@ class SessionLeases:
                 lambda conn: idempotency.once(
                     conn,
                     "lease",
+                    idempotency.session_of(request.session),
                     request.idempotency_key,  # type: ignore[arg-type]
                     request.stands_for(call.ttl),
                     lambda conn: self._lease_one(conn, session, now, call),
@@ -162,7 +166,11 @@ class SessionLeases:
         if request.idempotency_key is None:
             return []
         found = await self.queue.db.rows(
-            statements.remembered(verb="lease", key=request.idempotency_key)
+            statements.remembered(
+                session=idempotency.session_of(request.session),
+                verb="lease",
+                key=request.idempotency_key,
+            )
         )
         if not found:
             return []
@@ -210,7 +218,8 @@ class SessionLeases:
         first."""
         key = request.idempotency_key
         asked = None if key is None else idempotency.fingerprint(request.stands_for(call.ttl))
-        return Together(call, key, asked, items, results, gated)
+        home = idempotency.session_of(request.session)
+        return Together(call, key, asked, items, results, gated, home)
 
     async def _take(self, session: str, now: datetime | None, call: Together) -> Took | None:
         """``call`` through the grouper of keyed leases and completions with next; on a cluster
@@ -221,7 +230,10 @@ class SessionLeases:
             return took
 
         return await self.queue.across_shards(
-            lambda: self._together.submit((session, now, call.call.api_token), call), alone
+            lambda: self._together.submit(
+                (session, now, call.call.api_token, call.key_session), call
+            ),
+            alone,
         )
 
     async def _answered(

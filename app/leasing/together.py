@@ -24,6 +24,7 @@ statement is not routed: docs/scaling.md). Knows nothing of HTTP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +36,7 @@ import psycopg
 from app.domain import lease_tokens
 from app.domain.queue import Queue, lead_of
 from app.store import statements
-from app.store.pool import Row
+from app.store.pool import Connection, Row, execute
 from app.store.statements import Statement
 from leaseq.model import CompleteItem, Lead, Lease
 
@@ -54,9 +55,10 @@ class Plain:
 @dataclass(frozen=True, slots=True)
 class Together:
     """One caller of a group: its lease (``call``), its key and its request's fingerprint
-    (both None: unkeyed), and the completion it makes first (``items``: one, its result
-    checked as JSON text in ``results``), if any. ``gated``: it leases only when that
-    completion went through (a completion with ``next``; a keyed lease is not)."""
+    (both None: unkeyed; ``key_session``: where the key is kept), and the completion it
+    makes first (``items``: one, its result checked as JSON text in ``results``), if any.
+    ``gated``: it leases only when that completion went through (a completion with
+    ``next``; a keyed lease is not)."""
 
     call: Plain
     key: str | None
@@ -64,6 +66,7 @@ class Together:
     items: Sequence[CompleteItem] = ()
     results: Sequence[str | None] = ()
     gated: bool = False
+    key_session: str = ""  # where its key is kept (idempotency.session_of), if keyed
 
     def conflicts(self) -> set[Hashable]:
         """What another caller of the same statement may not name: its leads, its key."""
@@ -115,7 +118,13 @@ async def take_together(
     if statement is None:
         statement = _together(queue, session, now, calls)
     try:
-        rows = await queue.db.rows(statement)
+        if _keyed_apart(queue, calls):
+            keyed = calls[0]
+            rows = await queue.db.run(
+                lambda conn: _lease_then_remember(conn, statement, keyed, now)
+            )
+        else:
+            rows = await queue.db.rows(statement)
     except psycopg.errors.UniqueViolation:
         return [None] * len(calls)
     gate = rows[0]
@@ -133,6 +142,36 @@ async def take_together(
             i = caller_of[row["lease_token"]]
             leases[i].append(lease_of(row, calls[i].call.ttl))
     return [_took(call, completed, leases[i], gate, known) for i, call in enumerate(calls)]
+
+
+def _keyed_apart(queue: Queue, calls: Sequence[Together]) -> bool:
+    """Whether ``calls`` is one keyed lease on a cluster: ``lease_keyed`` without its key's
+    row, which ``_lease_then_remember`` writes after it (``statements.lease_keyed``)."""
+    [call, *others] = calls
+    return queue.sharded and not others and call.key is not None and not call.items
+
+
+async def _lease_then_remember(
+    conn: Connection, statement: Statement, call: Together, now: datetime | None
+) -> list[Row]:
+    """A keyed lease, then its key's answer when it leased, in one transaction: two router
+    statements on the session's shard. A first try that committed the key meanwhile makes
+    the second fail (unique_violation), and the lease with it."""
+    async with conn.transaction():
+        rows = await execute(conn, statement)
+        leased = [[row["id"], row["lease_token"]] for row in rows if row["id"] is not None]
+        if leased:
+            answer = json.dumps({"ttl_s": call.call.ttl, "leases": leased})
+            remember = statements.remember_key(
+                session=call.key_session,
+                verb="lease",
+                key=call.key or "",
+                request=call.asked or "",
+                answer=answer,
+                now=now,
+            )
+            await execute(conn, remember)
+    return rows
 
 
 def _took(
@@ -184,6 +223,7 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
             keyed=call.key is not None,
             routed=queue.sharded and lease_tokens.session_of(item.token) == session,
             key=call.key,
+            key_session=call.key_session,
             request=call.asked,
             api_token=lease.api_token,
         )
@@ -196,8 +236,10 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
         tokens=lease.tokens,
         ttl_s=lease.ttl,
         key=call.key,
+        key_session=call.key_session,
         request=call.asked or "",
         now=now,
+        remember=not queue.sharded,
         ledger=queue.ledger_in_statement,
         ledger_by_row=queue.ledger_by_row,
         api_token=lease.api_token,
@@ -221,6 +263,7 @@ def _together(
         item_callers=[i for i, _ in items],
         gated=[call.gated for call in calls],
         keys=[call.key for call in calls],
+        key_session=calls[0].key_session,  # one per group (its grouping names it)
         max=len(slots),
         tokens=list(chain.from_iterable(call.call.tokens for call in calls)),
         owners=[call.call.owner for _, call in slots],

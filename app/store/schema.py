@@ -254,6 +254,8 @@ lead_events = Table(
 
 # The answers of requests sent with an Idempotency-Key (push, lease), so a retry gets the
 # first answer instead of a second effect; pruned after LEASEQ_IDEMPOTENCY_TTL_S (0003).
+# ``session``: the session the request names ('' across sessions), so on a cluster a key
+# lives on its session's shard; there the primary key is (session, verb, key) (0026).
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
@@ -262,6 +264,7 @@ idempotency_keys = Table(
     Column("request", Text, nullable=False),
     Column("answer", JSONB, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("session", Text, nullable=False, server_default=text("''")),
     PrimaryKeyConstraint("verb", "key", name="idempotency_keys_pkey"),
     CheckConstraint(_in("verb", IDEMPOTENT_VERBS), name="idempotency_keys_verb_valid"),
     Index("idempotency_keys_created", "created_at"),

@@ -221,3 +221,81 @@ func TestNamesThatWouldLeaveTheirPathAreRefusedBeforeAnythingIsSent(t *testing.T
 		t.Errorf("a worker of a bad session: %v", err)
 	}
 }
+
+func TestAKeyedPushCarriesItsKeyAndPushedAsksForItByTheKey(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	server := answering(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Method+" "+r.URL.EscapedPath()+" "+r.Header.Get("Idempotency-Key"))
+		switch {
+		case r.Method == "POST":
+			w.WriteHeader(201)
+			fmt.Fprint(w, `{"ids":[7],"created":1,"duplicates":0}`)
+		case strings.HasSuffix(r.URL.EscapedPath(), "/order%2F7"):
+			fmt.Fprint(w, `{"ids":[7],"created":1,"duplicates":0}`)
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(404)
+			fmt.Fprint(w, `{"status":404,"code":"not_found","title":"Not found","detail":"no push"}`)
+		}
+	})
+	q := newQueue(t, server.URL, fast())
+	ctx := context.Background()
+	if _, err := q.PushKeyed(ctx, "order/7", []Lead{{SessionID: "s", Payload: json.RawMessage(`{}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := q.Pushed(ctx, "s", "order/7")
+	if err != nil || stored == nil || len(stored.IDs) != 1 || stored.IDs[0] != 7 || stored.Created != 1 {
+		t.Fatalf("stored %+v, err %v", stored, err)
+	}
+	none, err := q.Pushed(ctx, "s", "never")
+	if err != nil || none != nil {
+		t.Fatalf("none %+v, err %v", none, err)
+	}
+	want := []string{"POST /sessions/s/leads order/7", "GET /sessions/s/pushes/order%2F7 ", "GET /sessions/s/pushes/never "}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("seen %q", seen)
+	}
+}
+
+func TestAWorkerGivenNoTTLAsksForItsOwnShortLeaseNotTheQueuesFiveMinutes(t *testing.T) {
+	var mu sync.Mutex
+	var asked []float64
+	server := answering(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var lease struct {
+			TTLS float64 `json:"ttl_s"`
+		}
+		_ = json.Unmarshal(body, &lease)
+		mu.Lock()
+		asked = append(asked, lease.TTLS)
+		mu.Unlock()
+		fmt.Fprint(w, `{"leases":[]}`)
+	})
+	handler := func(context.Context, *Job) (any, error) { return nil, nil }
+	for _, c := range []struct {
+		opts  []Option
+		wopts []WorkerOption
+		want  float64
+	}{
+		{nil, nil, 30}, // DefaultWorkerTTL: killed, it strands a lead 30 s
+		{[]Option{WithTTL(7 * time.Second)}, nil, 7},               // the queue's own, when given
+		{nil, []WorkerOption{WithKillGrace(20 * time.Second)}, 42}, // long enough for the grace
+	} {
+		asked = nil
+		q := newQueue(t, server.URL, append(c.opts, fast())...)
+		w, err := NewWorker(q, "s", handler, append(c.wopts, WithWait(0), WithStopWhenEmpty(), quiet())...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(asked) == 0 || asked[0] != c.want {
+			t.Errorf("asked %v, want a ttl of %v s", asked, c.want)
+		}
+		mu.Unlock()
+	}
+}

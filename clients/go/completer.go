@@ -123,7 +123,7 @@ func (w *Worker) sendCompletions(batch []*completion) {
 	}
 	key := ""
 	if free > 0 {
-		body.Next = &leaseRequestJSON{Session: w.sessions.session, Sessions: w.sessions.sessions, Owner: w.owner, Max: free, TTLS: seconds(w.q.ttl)}
+		body.Next = &leaseRequestJSON{Session: w.sessions.session, Sessions: w.sessions.sessions, Owner: w.owner, Max: free, TTLS: seconds(w.ttl)}
 		key = newKey()
 	}
 	raw, err := json.Marshal(body)

@@ -66,6 +66,15 @@ type PushResult struct {
 
 // PushIDs is Push, answering the ids and counts of every call it made.
 func (q *Queue) PushIDs(ctx context.Context, leads []Lead) (PushResult, error) {
+	return q.PushKeyed(ctx, "", leads)
+}
+
+// PushKeyed is PushIDs under the caller's Idempotency-Key: the first call
+// carries key, the next ones key.1, key.2 … ("" : a fresh key per call), each
+// repeated by its retries. A producer whose push failed with no answer (its
+// retries ran out) asks Pushed with the key whether it was stored after all,
+// and sends it again with the same key if it was not: it is never stored twice.
+func (q *Queue) PushKeyed(ctx context.Context, key string, leads []Lead) (PushResult, error) {
 	result := PushResult{IDs: make([]int64, 0, len(leads))}
 	bodies := make([]json.RawMessage, len(leads))
 	for i := range leads {
@@ -75,6 +84,7 @@ func (q *Queue) PushIDs(ctx context.Context, leads []Lead) (PushResult, error) {
 		}
 		bodies[i] = body
 	}
+	calls := 0
 	for start := 0; start < len(leads); {
 		session := leads[start].SessionID
 		path, err := sessionPath(session, "/leads")
@@ -87,7 +97,8 @@ func (q *Queue) PushIDs(ctx context.Context, leads []Lead) (PushResult, error) {
 			Created    int     `json:"created"`
 			Duplicates int     `json:"duplicates"`
 		}
-		c := call{method: "POST", path: path, raw: raw, key: newKey()}
+		c := call{method: "POST", path: path, raw: raw, key: callKey(key, calls)}
+		calls++
 		if err := q.do(ctx, c, &answer); err != nil {
 			return result, err
 		}
@@ -103,6 +114,40 @@ func (q *Queue) PushIDs(ctx context.Context, leads []Lead) (PushResult, error) {
 		start = end
 	}
 	return result, nil
+}
+
+// callKey is the Idempotency-Key of a push's n-th call: key, key.1, key.2 …;
+// a fresh one when key is "".
+func callKey(key string, n int) string {
+	if key == "" {
+		return newKey()
+	}
+	if n == 0 {
+		return key
+	}
+	return key + "." + strconv.Itoa(n)
+}
+
+// Pushed is what the push into session sent with the Idempotency-Key key
+// answered (its lead ids), or nil when no such push was stored: then it may be
+// sent again under the same key. A push still running is seen once it commits.
+func (q *Queue) Pushed(ctx context.Context, session, key string) (*PushResult, error) {
+	path, err := sessionPath(session, "/pushes/"+url.PathEscape(key))
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		IDs        []int64 `json:"ids"`
+		Created    int     `json:"created"`
+		Duplicates int     `json:"duplicates"`
+	}
+	if err := q.do(ctx, call{method: "GET", path: path}, &answer); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return &PushResult{IDs: answer.IDs, Created: answer.Created, Duplicates: answer.Duplicates}, nil
 }
 
 // pushBody is the body of the call that pushes leads[start:end]: the leads of

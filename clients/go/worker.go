@@ -47,6 +47,7 @@ type Worker struct {
 	maxRuntime  time.Duration
 	grace       time.Duration
 	killGrace   time.Duration // -1: the default
+	ttl         time.Duration // the lease it asks for: workerTTL
 	retryDelay  func(attempt int) time.Duration
 	untilEmpty  bool
 	giveUpAfter time.Duration
@@ -108,6 +109,7 @@ func NewWorker(q *Queue, session string, handler Handler, opts ...WorkerOption) 
 		q: q, sessions: leaseScope{session: session}, handler: handler,
 		owner: fmt.Sprintf("%s-%d", host, os.Getpid()), concurrency: 1, prefetch: -1,
 		wait: DefaultWait, grace: DefaultGrace, killGrace: -1, retryDelay: DefaultRetryDelay,
+		ttl:    workerTTL(q.TTL()),
 		logger: log.New(os.Stderr, "leaseq: ", log.LstdFlags),
 	}
 	for _, opt := range opts {
@@ -122,6 +124,21 @@ func NewWorker(q *Queue, session string, handler Handler, opts ...WorkerOption) 
 		}
 	}
 	return w, nil
+}
+
+// DefaultWorkerTTL is the lease a Worker asks for when its Queue keeps
+// DefaultLeaseTTL: short, since its heartbeat renews every lease a third of
+// its ttl in anyway, so a worker killed outright (SIGKILL, the OOM killer, a
+// lost host) strands its leads for seconds, not five minutes
+// (docs/worker.md#lease-length). A Queue made WithTTL gives its own.
+const DefaultWorkerTTL = 30 * time.Second
+
+// workerTTL is the lease a worker of a queue whose TTL is ttl asks for.
+func workerTTL(ttl time.Duration) time.Duration {
+	if ttl == DefaultLeaseTTL {
+		return DefaultWorkerTTL
+	}
+	return ttl
 }
 
 // capacity is the most leases the worker holds: its slots and its prefetch.
@@ -354,7 +371,7 @@ func retryAfterIn(err error) time.Duration {
 // lease is one lease call for free slots. When the worker stops while it
 // waits, it gets the grace; a lease it brings then is given straight back.
 func (w *Worker) lease(free int) ([]*Lease, error) {
-	request := LeaseRequest{Session: w.sessions.session, Sessions: w.sessions.sessions, Owner: w.owner, Max: free, Wait: w.wait}
+	request := LeaseRequest{Session: w.sessions.session, Sessions: w.sessions.sessions, Owner: w.owner, Max: free, TTL: w.ttl, Wait: w.wait}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type answer struct {
@@ -392,7 +409,7 @@ func (w *Worker) start(lease *Lease, sent, received time.Time) {
 	w.stats.Leased++
 	ttl := lease.TTL
 	if ttl <= 0 {
-		ttl = w.q.TTL()
+		ttl = w.ttl
 	}
 	h := newHeld(lease, sent, received, ttl, w.killGrace)
 	h.job = &Job{lease: lease, h: h, w: w}

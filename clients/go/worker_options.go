@@ -112,7 +112,15 @@ func WithKillGrace(d time.Duration) WorkerOption {
 		if d < 0 {
 			return invalid("a kill grace is not negative, not %v", d)
 		}
-		if ttl := w.q.TTL(); killGraceFor(ttl, d) < d {
+		if w.q.TTL() == DefaultLeaseTTL { // the worker's own ttl: made long enough for d
+			if need := 2*d + 2*time.Second; need > w.ttl {
+				w.ttl = need
+				if w.ttl > maxTTL {
+					w.ttl = maxTTL
+				}
+			}
+		}
+		if ttl := w.ttl; killGraceFor(ttl, d) < d {
 			return invalid("a kill grace of %v is too long for a ttl of %v: at most %v (the stop must leave half the ttl for renewals)", d, ttl, killGraceFor(ttl, ttl))
 		}
 		w.killGrace = d

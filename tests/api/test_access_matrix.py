@@ -34,6 +34,7 @@ PATTERN = "a-*"
 # a call aims at. A route missing here fails the matrix.
 SAMPLES: dict[tuple[str, str], Any] = {
     ("POST", "/sessions/{session}/leads"): lambda s, lead: {"leads": [{"payload": {}}]},
+    ("GET", "/sessions/{session}/pushes/{key:path}"): None,
     ("POST", "/lease"): lambda s, lead: {"session": s, "owner": "w", "ttl_s": 60},
     ("POST", "/renew"): lambda s, lead: {"lead_id": lead, "token": "t"},
     ("POST", "/renew/batch"): lambda s, lead: {"items": [{"lead_id": lead, "token": "t"}]},
@@ -54,6 +55,7 @@ SAMPLES: dict[tuple[str, str], Any] = {
     ("GET", "/leads/{lead_id}/events"): None,
     ("POST", "/sessions/{session}/retry-failed"): None,
     ("GET", "/sessions/{session}/leads"): None,
+    ("GET", "/sessions/{session}/throughput"): None,
     ("POST", "/sessions/{session}/leads/retry"): lambda s, lead: {"ids": [lead]},
     ("POST", "/sessions/{session}/leads/cancel"): lambda s, lead: {"filter": {}},
     ("POST", "/sessions/{session}/pause"): lambda s, lead: {"for_s": 60},
@@ -175,7 +177,7 @@ def test_the_roles_do_what_the_contract_says() -> None:
 def _request(route: Route, method: str, session: str, lead: int) -> tuple[str, Any]:
     path = route.path.replace("{session}", session).replace("{lead_id}", str(lead))
     name = schedule_of(session) if route.path.startswith("/schedules/") else "spare"
-    path = path.replace("{name}", name)
+    path = path.replace("{name}", name).replace("{key:path}", "a-key")
     sample = SAMPLES[(method, route.path)]
     return path, None if sample is None else sample(session, lead)
 

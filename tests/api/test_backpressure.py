@@ -47,6 +47,26 @@ async def test_a_push_past_max_queued_is_429_with_retry_after(client: httpx.Asyn
     assert again.status_code == 201 and again.json()["created"] == 2
 
 
+async def test_refusals_are_counted_per_session(client: httpx.AsyncClient) -> None:
+    """Each session's refusals are its own series: an operator sees which producer is held
+    back, not only that one is."""
+    before = samples((await client.get("/metrics")).text)
+    one = {"leads": [{"payload": {}}]}
+    for session, refusals in (("held", 3), ("once", 1), ("free", 0)):
+        if session != "free":
+            await client.put(f"/sessions/{session}/settings", json={"max_queued": 1})
+        assert (await client.post(f"/sessions/{session}/leads", json=one)).status_code == 201
+        for _ in range(refusals):
+            refused = await client.post(f"/sessions/{session}/leads", json=one)
+            assert refused.status_code == 429
+    after = samples((await client.get("/metrics")).text)
+    counted = {
+        session: value(after, REFUSALS, session=session) - value(before, REFUSALS, session=session)
+        for session in ("held", "once", "free")
+    }
+    assert counted == {"held": 3, "once": 1, "free": 0}
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "ten", 2**31])
 async def test_a_bad_max_queued_changes_nothing(client: httpx.AsyncClient, bad: object) -> None:
     answer = await client.put("/sessions/s/settings", json={"max_queued": bad})

@@ -277,6 +277,7 @@ def test_a_schedules_last_leads_and_its_delete(
         assert http.put("/schedules/nightly", json=body).status_code == 200
         page = browser.new_page(viewport={"width": 1300, "height": 1000})
         page.goto(f"{service.url}/dashboard")
+        page.click("#schedules-link", timeout=WAIT_MS)
         row = '#schedules tbody tr[data-schedule="nightly"]'
         page.click(f"{row} a.schedule-leads", timeout=WAIT_MS)
         loaded_after(page, None)

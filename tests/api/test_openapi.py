@@ -36,6 +36,7 @@ TOOL_TIMEOUT_S = 300
 # The operation ids clients are generated with: a change here breaks every generated client.
 OPERATION_IDS = {
     ("POST", "/sessions/{session}/leads"): "push",
+    ("GET", "/sessions/{session}/pushes/{key}"): "getPush",
     ("POST", "/lease"): "lease",
     ("POST", "/renew"): "renew",
     ("POST", "/renew/batch"): "renewBatch",
@@ -56,6 +57,7 @@ OPERATION_IDS = {
     ("GET", "/sessions/{session}/leads"): "listLeads",
     ("POST", "/sessions/{session}/leads/retry"): "retryLeads",
     ("POST", "/sessions/{session}/leads/cancel"): "cancelLeads",
+    ("GET", "/sessions/{session}/throughput"): "getThroughput",
     ("GET", "/leads/{lead_id}"): "getLead",
     ("POST", "/leads/{lead_id}/cancel"): "cancelLead",
     ("POST", "/leads/{lead_id}/retry"): "retryLead",

@@ -534,8 +534,10 @@ async def test_openapi_describes_every_route_with_its_limits(client: httpx.Async
     spec = (await client.get("/openapi.json")).json()
     assert set(spec["paths"]) == {
         "/sessions/{session}/leads",
+        "/sessions/{session}/pushes/{key}",
         "/sessions/{session}/leads/retry",
         "/sessions/{session}/leads/cancel",
+        "/sessions/{session}/throughput",
         "/lease",
         "/renew",
         "/renew/batch",

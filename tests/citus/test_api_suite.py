@@ -3,10 +3,9 @@
 ``LEASEQ_TEST_CITUS=1`` makes the ``database_url`` of every test a database of a
 cluster of its own (a coordinator and two workers, started by that run), migrated by
 ``leaseq db upgrade``'s revisions, so distributed: the same tests, the same expected
-answers, on the cluster; but for the tests listed below: the backpressure ones (a cluster
-stores ``max_queued`` but does not enforce it), and one which writes to ``leads`` by hand and
-checks the NOTIFY of the one-PostgreSQL trigger ``leads_ended``, which a cluster does not
-have: there the statements that end leads send it (docs/scaling.md, "Outcome waits on a
+answers, on the cluster; but for the one test listed below, which writes to ``leads`` by
+hand and checks the NOTIFY of the one-PostgreSQL trigger ``leads_ended``, which a cluster does
+not have: there the statements that end leads send it (docs/scaling.md, "Outcome waits on a
 cluster"), and ``tests/citus/test_listening.py`` has the test's twin through them.
 """
 
@@ -22,12 +21,6 @@ from tests.support.serving import api_suite
 
 THE_TRIGGER = [
     "tests/api/test_wait_for_outcome.py::test_a_completion_notifies_only_when_someone_waits",
-    # max_queued is stored but not enforced on a cluster: its trigger, which counts a
-    # session's queued leads under a lock of the session, is not created there (revision
-    # 0019; docs/beyond.md, "Backpressure").
-    "tests/api/test_backpressure.py::test_a_push_past_max_queued_is_429_with_retry_after",
-    "tests/api/test_backpressure.py::test_the_service_default_binds_every_session",
-    "tests/api/test_backpressure.py::test_the_client_raises_or_waits_for_room",
 ]
 
 

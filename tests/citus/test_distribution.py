@@ -1,7 +1,8 @@
 """``leaseq db upgrade`` on a Citus coordinator: what it distributes, and how.
 
 Revision 0006 distributes every per-session table by ``session``, colocated
-with ``leads``; the others by their own key or as reference tables. A
+with ``leads``; the others by their own key or as reference tables. Revision 0026
+distributes the idempotency keys by the session of their request, colocated too. A
 single-database deployment moves onto a cluster by adding the extension and
 the workers, then upgrading: its rows move to the workers and stay leasable.
 """
@@ -24,11 +25,15 @@ BY_SESSION = {
     "session_settings",
     "lead_dependencies",
     "lead_key_frees",
+    "idempotency_keys",  # by the session of the key's request since revision 0026
 }
 # The lease's claim as a router statement takes it: one session, FOR UPDATE SKIP LOCKED.
 CLAIM = (
     "SELECT id FROM leads WHERE session = %(session)s AND status = 'queued' AND NOT scheduled "
     "ORDER BY priority DESC, id LIMIT 10 FOR UPDATE SKIP LOCKED"
+)
+KEYS_COLUMN = (
+    "SELECT distribution_column FROM citus_tables WHERE table_name = 'idempotency_keys'::regclass"
 )
 
 
@@ -58,7 +63,6 @@ def test_db_upgrade_distributes_every_table(citus_cluster: Cluster, citus_databa
     assert set(tables) == every  # no table is left on the coordinator alone
     assert {name for name, (_, column, _) in tables.items() if column == "session"} == BY_SESSION
     assert {tables[name][2] for name in BY_SESSION} == {tables["leads"][2]}  # colocated
-    assert tables["idempotency_keys"][:2] == ("distributed", "key")
     assert tables["alembic_version"][0] == "reference"
 
     keys = dict(
@@ -71,6 +75,7 @@ def test_db_upgrade_distributes_every_table(citus_cluster: Cluster, citus_databa
     assert keys["leads"] == keys["lead_events"] == "PRIMARY KEY (session, id)"
     assert keys["lead_counts"] == "PRIMARY KEY (session, status, slot)"
     assert keys["session_settings"] == "PRIMARY KEY (session)"
+    assert keys["idempotency_keys"] == "PRIMARY KEY (session, verb, key)"
 
     # Every worker holds shards of leads, and reads the revision from its own copy.
     placed = _rows(
@@ -180,3 +185,37 @@ def _counts(url: str) -> dict[str, tuple[int, int]]:
         " count(*) FILTER (WHERE status = 'leased') FROM leads GROUP BY session",
     )
     return {session: (queued, leased) for session, queued, leased in rows}
+
+
+def test_revision_0026_moves_the_keys_to_the_shards_of_their_sessions(
+    citus_cluster: Cluster, citus_database: str
+) -> None:
+    """The keys distributed by key (0006) come over with their rows, then are distributed by
+    session; a key of one session's request then lives on that session's shard, and the
+    revision is undone back to the keys of 0006 (distributed by key, one row per key)."""
+    url = citus_cluster.url(citus_database)
+    migrate.upgrade(url, "0025")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO idempotency_keys (verb, key, request, answer)"
+            " VALUES ('push', 'old', 'r', '{}'), ('lease', 'old', 'r', NULL)"
+        )
+    migrate.upgrade(url)
+    [(column,)] = _rows(url, KEYS_COLUMN)
+    assert column == "session"
+    kept = _rows(url, "SELECT session, verb, key FROM idempotency_keys ORDER BY verb")
+    assert kept == [("", "lease", "old"), ("", "push", "old")]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO idempotency_keys (session, verb, key, request)"
+            " VALUES ('a', 'push', 'old', 'r'), ('b', 'push', 'old', 'r')"
+        )
+    assert len(_rows(url, "SELECT FROM idempotency_keys WHERE key = 'old'")) == 4
+
+    migrate.downgrade(url, "0025")
+    [(column,)] = _rows(url, KEYS_COLUMN)
+    assert column == "key"
+    assert sorted(_rows(url, "SELECT verb, key FROM idempotency_keys")) == [
+        ("lease", "old"),
+        ("push", "old"),
+    ]

@@ -48,8 +48,9 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "lease_next, ledger off": lambda: text("lease_next", ledger=False),
     "lease_group": lambda: text("lease_group", ledger=True),
     "lease_group, ledger off": lambda: text("lease_group", ledger=False),
-    "lease_keyed": lambda: text("lease_keyed", ledger=True),
-    "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False),
+    "lease_keyed": lambda: text("lease_keyed", ledger=True, remember=True),
+    "lease_keyed, ledger off": lambda: text("lease_keyed", ledger=False, remember=True),
+    "lease_keyed, its key apart": lambda: text("lease_keyed", ledger=False, remember=False),
     "sweep of one session": lambda: text("sweep", ledger=True, scoped=True),
     "stats": lambda: text("stats"),
     "completions": lambda: text("completions"),
@@ -67,10 +68,15 @@ SESSION_SCOPED: dict[str, Callable[[], str]] = {
     "pause": lambda: text("pause"),
     "resume": lambda: text("resume"),
     "dependency_targets": lambda: text("dependency_targets"),
-    "add_dependencies": lambda: text("add_dependencies", ledger=True),
-    "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False),
+    "add_dependencies": lambda: text("add_dependencies", ledger=True, edges=True),
+    "add_dependencies, ledger off": lambda: text("add_dependencies", ledger=False, edges=True),
+    "add_dependencies, its edges apart": lambda: text(
+        "add_dependencies", ledger=False, edges=False
+    ),
+    "add_edges": lambda: text("add_edges", rows=2),
     "tend_keys": lambda: text("tend_keys"),
     "unpark_session": lambda: text("unpark_session"),
+    "throughput": lambda: text("throughput", window_minutes=60),
 }
 # Hot path, by lead id (renew, complete, release) and operator verbs: one row per lead.
 LEAD_SCOPED = (
@@ -84,9 +90,16 @@ LEAD_SCOPED = (
     "valid_leases",
     "runtime_ran_out",
 )
-# The idempotency keys of a push or lease: in the transaction of that request, so on its
-# session's shard (a key's request always names the same session).
-WITH_THE_REQUEST = ("claim_key", "remember_answer", "remembered")
+# The idempotency keys of a push or lease: in the transaction of that request, and named by
+# its session, so on its session's shard (revision 0026). remembered_anywhere: one
+# PostgreSQL's, after a claim another session's row refused.
+WITH_THE_REQUEST = (
+    "claim_key",
+    "remember_answer",
+    "remember_key",
+    "remembered",
+    "remembered_anywhere",
+)
 # Across sessions by design: recovery, maintenance, the operator's totals, and the fleet's
 # view of which sessions have work (read once a second per process, not per lease).
 CROSS_SESSION = ("stats_all", "sweep (all sessions)", "prune", "prune_keys")
@@ -189,6 +202,7 @@ PARAMETERS: dict[str, Any] = {
     "throttle_s": 30.0,
     "before": None,
     "key": "k",
+    "key_session": "s1",
     "request": "r",
     "token": "t",
     "status": "done",
@@ -215,8 +229,8 @@ def test_every_statement_is_classified() -> None:
     session_scoped |= {"lead_events", "retry_failed"}
     session_scoped |= {"lease_limited", "lock_settings", "settings_get", "settings_put"}
     session_scoped |= {"pause", "resume", "tend_keys", "unpark_session"}
-    session_scoped |= {"dependency_targets", "add_dependencies", "dependents"}
-    session_scoped |= {"list_leads", "retry_leads", "cancel_leads"}
+    session_scoped |= {"dependency_targets", "add_dependencies", "add_edges", "dependents"}
+    session_scoped |= {"list_leads", "retry_leads", "cancel_leads", "throughput"}
     cross = {
         "stats_all",
         "completions_all",
@@ -361,7 +375,7 @@ async def test_a_session_scoped_statement_reads_one_partition(
     # pause, a resume or a throttle touches the session's settings row alone, and
     # unpark_session writes the session's leads it reads).
     read = any(touched[table] for table in TABLES)
-    writes_only = ("push", "settings_put", "pause", "resume", "add_dependencies")
+    writes_only = ("push", "settings_put", "pause", "resume", "add_dependencies", "add_edges")
     assert read or name.startswith((*writes_only, "unpark_session", "throttle_session")), touched
     assert len(touched["session_settings written"]) <= 1, touched
     assert len(touched["lead_events written"]) <= 1, touched

@@ -213,6 +213,7 @@ async def test_a_keyed_lease_that_overtakes_its_first_try_gets_that_try_s_leases
         tokens=tokens,
         ttl_s=30.0,
         key="race",
+        key_session="s",
         request=asked,
         now=T0,
         ledger=True,

@@ -176,6 +176,7 @@ async def test_a_group_whose_key_another_request_commits_meanwhile_falls_back_wh
         tokens=["other-1"],
         ttl_s=60.0,
         key="k",
+        key_session="s",
         request=asked,
         now=T0,
         ledger=True,

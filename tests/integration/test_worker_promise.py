@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from leaseq import AsyncClient, RetryPolicy
-from leaseq.model import Counts, NewLead
+from leaseq.model import Counts, Lease, NewLead
 from leaseq.worker import Command, Job, Worker
+from leaseq.worker.core import DEFAULT_WORKER_TTL_S
 from tests.support.lossy_proxy import FirstOf, LossyProxy
 from tests.support.proxy import Proxy
 from tests.support.serving import Service, Services
@@ -78,14 +79,14 @@ async def run_until_done(worker: Worker, done: int, timeout_s: float = 15.0) -> 
 async def test_kill_9_of_the_worker_takes_its_command_tree_with_it(
     services: Services, database_url: str, session: str, tmp_path: Path
 ) -> None:
-    """The worker gives no ttl: the service's 2 s is the lease, so the lead comes back soon."""
+    """The worker asks for 2 s, so the lead comes back soon."""
     service = serve(services, database_url, LEASEQ_LEASE_TTL_S="2")
     log = tmp_path / "worker.log"
     async with AsyncClient(service.url) as client:
         hang = NewLead({"mode": "hang_first", "pid_dir": str(tmp_path)})
         [lead_id] = (await client.push(session, [hang])).ids
         worker = start_worker(
-            service.url, session, ["--owner", "doomed", "-q", "--", *HANDLER], log
+            service.url, session, ["--owner", "doomed", "--ttl", "2", "-q", "--", *HANDLER], log
         )
         try:
             await eventually(lambda: holds(len(pids(tmp_path)) == 2), timeout_s=15)
@@ -115,7 +116,52 @@ async def test_kill_9_of_the_worker_takes_its_command_tree_with_it(
     ]
     assert completions(database_url, lead_id) == ["other"]
     [(_, at, expires_at)] = [t for t in ledger_times(database_url, lead_id) if t[0] == "leased"][:1]
-    assert expires_at is not None and expires_at - at == timedelta(seconds=2)  # the service's
+    assert expires_at is not None and expires_at - at == timedelta(seconds=2)  # the worker's
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_outright_strands_its_lead_for_its_short_ttl_not_the_services(
+    services: Services, database_url: str, session: str, tmp_path: Path
+) -> None:
+    """The service keeps its default of five minutes; ``leaseq worker`` given no ``--ttl``
+    asks for its own 30 s (renewed every 10 s while it lives). Killed with SIGKILL, it
+    strands its lead for those 30 s at most: the lead is leased again well before five
+    minutes."""
+    service = serve(services, database_url)  # LEASEQ_LEASE_TTL_S: the service's default
+    log = tmp_path / "worker.log"
+    async with AsyncClient(service.url) as client:
+        hang = NewLead({"mode": "hang", "pid_dir": str(tmp_path)})
+        [lead_id] = (await client.push(session, [hang])).ids
+        worker = start_worker(
+            service.url, session, ["--owner", "doomed", "-q", "--", *HANDLER], log
+        )
+        try:
+            await eventually(lambda: holds(len(pids(tmp_path)) == 2), timeout_s=15)
+            worker.kill()  # SIGKILL: no release, no last renewal
+            await asyncio.to_thread(worker.wait, 5)
+            again: list[Lease] = []
+
+            async def leased_again() -> bool:
+                again.extend(await client.lease(session, "other", wait_s=2))
+                return bool(again)
+
+            # The deadline is the only failure: the worker's ttl, and the sweep's beat.
+            await eventually(leased_again, timeout_s=DEFAULT_WORKER_TTL_S + 15)
+        finally:
+            worker.kill()
+            worker.wait()
+            kill_leftovers(tmp_path)
+    [lease] = again
+    assert (lease.lead.id, lease.attempt) == (lead_id, 2)
+    assert [e for e, _, _ in ledger(database_url, lead_id)] == [
+        "pushed",
+        "leased",
+        "expired",
+        "leased",
+    ]
+    [(_, at, expires_at)] = [t for t in ledger_times(database_url, lead_id) if t[0] == "leased"][:1]
+    assert expires_at is not None
+    assert expires_at - at == timedelta(seconds=DEFAULT_WORKER_TTL_S)  # the worker's, not 300 s
 
 
 async def test_kill_9_of_the_worker_takes_a_grandchild_in_a_session_of_its_own_too(
@@ -127,7 +173,7 @@ async def test_kill_9_of_the_worker_takes_a_grandchild_in_a_session_of_its_own_t
     log = tmp_path / "worker.log"
     async with AsyncClient(service.url) as client:
         await client.push(session, [NewLead({"mode": "escape", "pid_dir": str(tmp_path)})])
-        worker = start_worker(service.url, session, ["-q", "--", *HANDLER], log)
+        worker = start_worker(service.url, session, ["--ttl", "2", "-q", "--", *HANDLER], log)
         try:
             await eventually(lambda: holds(len(pids(tmp_path)) == 2), timeout_s=15)
             command, grandchild = pids(tmp_path)

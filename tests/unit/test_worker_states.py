@@ -22,6 +22,7 @@ from leaseq.errors import Unavailable
 from leaseq.limits import MAX_ERROR_CHARS
 from leaseq.model import Lead, Lease
 from leaseq.worker import Cached, HandlerUnusable, Job, StopReason, Worker, WorkerStats
+from leaseq.worker.core import DEFAULT_WORKER_TTL_S
 from leaseq.worker.held import (
     Held,
     check_kill_grace,
@@ -355,17 +356,20 @@ async def test_a_hung_renewal_is_cut_off_and_the_handler_stopped_in_time(
     assert handler.reasons == [StopReason.EXPIRED] and stats.lost == 1
 
 
-async def test_without_a_ttl_the_services_default_times_everything(service: FakeService) -> None:
+async def test_without_a_ttl_the_worker_asks_for_a_short_lease_not_the_services_default(
+    service: FakeService,
+) -> None:
+    """A worker killed outright strands its leads for its own 30 s, not the service's 90."""
     service.default_ttl_s = 90.0
     service.push({})
     work, _, run = await started(service, ttl_s=None)
     [(_, lease_body)] = [(p, b) for p, b in service.requests if p == "/lease"]
-    assert "ttl_s" not in lease_body  # the service decides
-    await advance(service, work, 29.9)
+    assert lease_body["ttl_s"] == DEFAULT_WORKER_TTL_S == 30.0
+    await advance(service, work, 9.9)
     assert "/renew/batch" not in service.paths()
-    await advance(service, work, 0.1)  # a third of the service's 90 s
+    await advance(service, work, 0.1)  # a third of the worker's 30 s
     [renewal] = [b for p, b in service.requests if p == "/renew/batch"]
-    assert renewal["items"][0]["ttl_s"] == 90.0
+    assert renewal["items"][0]["ttl_s"] == 30.0
     work.stop()
     await run
 

@@ -2,7 +2,8 @@
 // The dashboard's whole behaviour: poll dashboard/data, redraw, cancel and retry.
 // The token (when the service wants one) is asked once and kept in sessionStorage.
 // The location's fragment picks the view: the overview, "#lead=ID" (a lead and its
-// ledger, from leads/ID/events) or "#session=NAME" (its counts, retry all failed).
+// ledger, from leads/ID/events), "#session=NAME" (its counts, retry all failed) or
+// "#schedules" (each schedule with its next ticks, its last leads and its delete).
 // Data is only ever written as text (textContent), never parsed as markup.
 // What the token may do is asked once per token (tokens/self): the cancel and retry
 // buttons are drawn only for one that may operate (an operator, or full access).
@@ -17,6 +18,8 @@
   let search = "";
   let drawn = 0; // the number of the latest refresh: an answer to an older one is dropped
   let mayOperate = null; // what tokens/self said of the token in use; null: not asked yet
+  // The service's max_queued (LEASEQ_MAX_QUEUED), from dashboard/data; undefined: not read yet.
+  let maxQueuedDefault;
 
   function headers() {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -68,6 +71,31 @@
 
   const leadLink = (id) => linked(id, "#lead=" + id);
 
+  // How full a session is: its queued leads against the max_queued that binds it (its own,
+  // else the service's), as a bar (a meter: green below half, amber, red from 80%) and
+  // "queued / max"; no bound: "–".
+  function fullness(node, queued, bound) {
+    node.className = "full";
+    if (bound === null || bound === undefined) {
+      node.replaceChildren(document.createTextNode("–"));
+      delete node.dataset.bound;
+      return node;
+    }
+    const meter = document.createElement("meter");
+    meter.min = 0;
+    meter.max = bound;
+    meter.low = bound * 0.5;
+    meter.high = bound * 0.8;
+    meter.optimum = 0;
+    meter.value = Math.min(queued, bound);
+    meter.title = Math.round((100 * queued) / bound) + "% full";
+    node.replaceChildren(meter, document.createTextNode(" " + queued + " / " + bound));
+    node.dataset.queued = String(queued);
+    node.dataset.bound = String(bound);
+    if (queued >= bound) node.className = "full warn";
+    return node;
+  }
+
   function sessionRow(s, link) {
     const tr = document.createElement("tr");
     tr.dataset.session = s.name;
@@ -78,6 +106,7 @@
     const capped = s.max_leased !== null && s.leased >= s.max_leased;
     tr.appendChild(cell(s.max_leased === null ? null : s.leased + " / " + s.max_leased,
       capped ? "cap warn" : "cap"));
+    tr.appendChild(fullness(document.createElement("td"), s.queued, s.queued_bound));
     tr.appendChild(cell(s.rate_per_s === null ? null
       : s.rate_per_s + "/s" + (s.burst === null ? "" : " ×" + s.burst), "rate"));
     tr.appendChild(spark(s.completed_per_minute));
@@ -125,7 +154,14 @@
     return td;
   }
 
+  // What identifies a link or button across a redraw: a keyboard user's focus follows it.
+  function identity(el) {
+    return [el.tagName, el.getAttribute("href"), el.dataset.action, el.dataset.lead,
+      el.closest("tr") && el.closest("tr").dataset.schedule, el.textContent].join("|");
+  }
+
   function replace(tbody, rows, empty) {
+    const focused = tbody.contains(document.activeElement) ? identity(document.activeElement) : null;
     if (rows.length === 0) {
       const tr = document.createElement("tr");
       const td = cell(empty, "empty");
@@ -134,6 +170,9 @@
       rows = [tr];
     }
     tbody.replaceChildren(...rows);
+    if (focused === null) return;
+    const again = Array.from(tbody.querySelectorAll("a, button")).find((el) => identity(el) === focused);
+    if (again) again.focus();
   }
 
   // The chart is drawn in CSS pixels (its viewBox follows its width), so it fills the
@@ -207,6 +246,7 @@
   }
 
   function draw(data) {
+    maxQueuedDefault = data.max_queued_default;
     warn(data.warnings || []);
     replace($("sessions").tBodies[0], data.sessions.map((s) => sessionRow(s, true)),
       search ? "no session matches" : "no leads yet");
@@ -240,10 +280,33 @@
         + "&key_prefix=" + encodeURIComponent("schedule:" + s.name + ":"));
       leads.firstChild.className = "schedule-leads";
       tr.append(cell(s.name), cell(s.session), cell(s.cron), cell(s.timezone),
-        cell(new Date(s.next_tick).toLocaleString()), leads, deleteSchedule(s.name));
+        ticks(s.next_ticks || [s.next_tick]), leads, deleteSchedule(s.name));
       return tr;
     }), "no schedule");
+    const scheduled = (data.schedules || []).length;
+    $("schedules-link").textContent = scheduled
+      ? scheduled + (scheduled === 1 ? " schedule" : " schedules") + ", with their next ticks"
+      : "no schedule";
     document.body.dataset.updated = data.now;
+  }
+
+  // A schedule's next ticks, as a list of local times (each its UTC instant in a title).
+  function ticks(instants) {
+    const list = document.createElement("ol");
+    list.className = "ticks";
+    for (const at of instants) {
+      const li = document.createElement("li");
+      const time = document.createElement("time");
+      time.dateTime = at;
+      time.title = at;
+      time.textContent = new Date(at).toLocaleString();
+      li.appendChild(time);
+      list.appendChild(li);
+    }
+    const td = document.createElement("td");
+    td.className = "next-ticks";
+    td.appendChild(list);
+    return td;
   }
 
   function json(value) {
@@ -289,7 +352,25 @@
     }), "no ledger events recorded (the ledger may be off)");
   }
 
-  function drawSession(name, counts) {
+  // The session's max_queued, else the service's (read once from dashboard/data when the
+  // page opened on a session, before any overview was drawn).
+  async function boundOf(name) {
+    const own = await fetch("sessions/" + encodeURIComponent(name) + "/settings",
+      { headers: headers(), cache: "no-store" });
+    if (!own.ok) throw new Error(own.status + " " + await problem(own));
+    const bound = (await own.json()).max_queued;
+    if (bound !== null && bound !== undefined) return bound;
+    if (maxQueuedDefault === undefined) {
+      const all = await fetch("dashboard/data?search=" + encodeURIComponent(name),
+        { headers: headers(), cache: "no-store" });
+      if (!all.ok) throw new Error(all.status + " " + await problem(all));
+      maxQueuedDefault = (await all.json()).max_queued_default;
+    }
+    return maxQueuedDefault;
+  }
+
+  function drawSession(name, counts, bound) {
+    fullness($("session-full"), counts.queued, bound);
     const tr = document.createElement("tr");
     for (const status of STATUSES) tr.appendChild(cell(counts[status], "n-" + status));
     $("session-counts").tBodies[0].replaceChildren(tr);
@@ -304,11 +385,12 @@
     $("resume-session").disabled = !paused;
   }
 
-  // What the fragment asks for: {kind: "overview" | "lead" | "session", ...}.
+  // What the fragment asks for: {kind: "overview" | "lead" | "session" | "schedules", ...}.
   function view() {
     const hash = location.hash.slice(1);
     const lead = /^lead=([1-9][0-9]{0,15})$/.exec(hash);
     if (lead) return { kind: "lead", id: lead[1] };
+    if (hash === "schedules") return { kind: "schedules" };
     if (hash.startsWith("session=")) {
       try {
         // The name ends at the first "&": what follows is its leads' list (session_leads.js).
@@ -323,6 +405,7 @@
     $("overview").hidden = v.kind !== "overview";
     $("lead-view").hidden = v.kind !== "lead";
     $("session-view").hidden = v.kind !== "session";
+    $("schedules-view").hidden = v.kind !== "schedules";
     $("back").hidden = v.kind === "overview";
     if (v.kind === "lead") $("lead-id").textContent = v.id;
     if (v.kind === "session") $("session-name").textContent = v.name;
@@ -369,6 +452,7 @@
       const missing = v.kind === "lead" && response.status === 404;
       if (!response.ok && !missing) throw new Error(response.status + " " + await problem(response));
       const data = missing ? null : await response.json();
+      const bound = v.kind === "session" ? await boundOf(v.name) : null;
       if (mine !== drawn) return;
       show(v);
       if (v.kind === "lead") {
@@ -378,7 +462,7 @@
         $("lead-status").textContent = "";
         if (data) drawLead(data);
       } else if (v.kind === "session") {
-        drawSession(v.name, data);
+        drawSession(v.name, data, bound);
       } else {
         draw(data);
       }

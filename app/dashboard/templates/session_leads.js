@@ -1,7 +1,9 @@
 "use strict";
 // A session's page, its leads: status tabs, a search by error text, key prefix and owner,
 // newest or oldest first, a page at a time (GET sessions/NAME/leads), and the leads selected
-// retried or cancelled at once (POST sessions/NAME/leads/retry|cancel, by ids).
+// retried or cancelled at once (POST sessions/NAME/leads/retry|cancel, by ids), or every lead
+// the tab and search select (by the same filter, call after call while the answer says
+// "more", each call bounded by the service), with the count of what changed.
 // Everything the list shows is in the location's fragment, so a view is a URL to share:
 // "#session=NAME&status=failed&error=disk&order=oldest&cursor=…". The list is read when the
 // fragment changes and after an action, not on every poll, so a selection stays put.
@@ -11,6 +13,9 @@
   const FIELDS = ["status", "error", "key_prefix", "owner", "order", "cursor"];
   const INPUTS = { error: "filter-error", key_prefix: "filter-key", owner: "filter-owner" };
   const LIMIT = 50;
+  // Calls of one "all matching" action at most (each changes 10,000 leads at most): past
+  // them the page says that more may be left, and the operator acts again.
+  const MAX_CALLS = 100;
   const $ = (id) => document.getElementById(id);
   let mayOperate = null;
   let shown = 0; // the number of the latest read: an answer to an older one is dropped
@@ -181,6 +186,52 @@
     await load();
   }
 
+  // The list's filter as the bulk verbs take it: the tab's status and the search.
+  function filterOf(q) {
+    const filter = {};
+    if (q.status) filter.status = [q.status];
+    for (const name of Object.keys(INPUTS)) if (q[name]) filter[name] = q[name];
+    return filter;
+  }
+
+  async function actOnMatching(verb) {
+    const q = query();
+    if (!q) return;
+    const which = verb === "retry" ? "failed" : "queued or leased";
+    if (!window.confirm(verb + " every " + which + " lead of " + q.session
+      + " that this tab and search select, on every page?")) return;
+    const buttons = [$("retry-matching"), $("cancel-matching")];
+    for (const b of buttons) b.disabled = true;
+    const done = verb === "retry" ? "queued again" : "cancelled";
+    const body = JSON.stringify({ filter: filterOf(q) });
+    let changed = 0;
+    let more = true;
+    let calls = 0;
+    try {
+      while (more && calls < MAX_CALLS) {
+        const response = await fetch("sessions/" + encodeURIComponent(q.session) + "/leads/" + verb,
+          { method: "POST", headers: headers(true), body });
+        calls += 1;
+        if (!response.ok) {
+          $("bulk-result").textContent = verb + " refused after " + changed + " leads " + done + ": "
+            + await detail(response);
+          $("bulk-result").className = "bad";
+          return;
+        }
+        const answer = await response.json();
+        changed += answer.changed;
+        more = answer.more;
+        $("bulk-result").textContent = changed + " leads " + done + (more ? " so far…" : "");
+      }
+      $("bulk-result").textContent = changed + " matching leads " + done
+        + (more ? " (more may be left: act again)" : "");
+      $("bulk-result").className = "muted";
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+    await load();
+  }
+
   for (const tab of document.querySelectorAll("#lead-tabs button")) {
     tab.addEventListener("click", () => go({ status: tab.dataset.status }));
   }
@@ -199,6 +250,8 @@
   });
   $("retry-selected").addEventListener("click", () => act("retry"));
   $("cancel-selected").addEventListener("click", () => act("cancel"));
+  $("retry-matching").addEventListener("click", () => actOnMatching("retry"));
+  $("cancel-matching").addEventListener("click", () => actOnMatching("cancel"));
   // A token given or forgotten on the page: ask again what it may do, and read the list.
   $("login").addEventListener("submit", () => { mayOperate = null; setTimeout(load, 0); });
   $("forget").addEventListener("click", () => { mayOperate = null; });

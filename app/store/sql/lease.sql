@@ -159,7 +159,9 @@ ORDER BY priority DESC, id;
 -- lease_keyed
 --
 -- ``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
--- in one statement: the lease and the memory of it commit together.
+-- in one statement: the lease and the memory of it commit together. ``key_session``: the
+-- session the key's row is kept under (``idempotency.session_of``): ``session`` for a
+-- lease of one session, so on a cluster the whole statement runs on its shard.
 --
 -- A key a committed request holds already leases nothing: every row answers that
 -- request's fingerprint and answer (``known_request``, ``known_answer``), for the caller
@@ -169,9 +171,14 @@ ORDER BY priority DESC, id;
 -- leased): the caller then waits for that try through the transaction of
 -- ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
 --
--- parameters: session, max, owner, tokens, ttl_s, key, request, now, ledger_by_row, api_token
+-- ``remember`` off (a cluster): the answer is not stored here but by ``remember_key``
+-- right after, in the same transaction. Citus plans an ``INSERT … SELECT`` in a CTE apart
+-- from the rest of the statement, which would then not be a router statement; two
+-- statements of one session's shard are (docs/scaling.md).
+--
+-- parameters: session, max, owner, tokens, ttl_s, key, key_session, request, now, ledger_by_row, api_token
 
--- name: lease_keyed (ledger=True)
+-- name: lease_keyed (ledger=True, remember=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -182,7 +189,8 @@ revoked AS (
           AND (expires_at IS NULL OR expires_at > now()))
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -234,8 +242,8 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -252,7 +260,7 @@ FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
 LEFT JOIN leased ON true
 ORDER BY priority DESC, id;
 
--- name: lease_keyed (ledger=False)
+-- name: lease_keyed (ledger=True, remember=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -263,7 +271,82 @@ revoked AS (
           AND (expires_at IS NULL OR expires_at > now()))
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_keyed (ledger=False, remember=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -315,12 +398,82 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
     HAVING count(*) > 0
+)
+SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN leased ON true
+ORDER BY priority DESC, id;
+
+-- name: lease_keyed (ledger=False, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
 )
 SELECT id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
@@ -337,8 +490,9 @@ ORDER BY priority DESC, id;
 -- rows of both are written with them.
 --
 -- The completion is ``complete_many``'s for one lead (a valid lease, by the database
--- clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``
--- and ``request`` then name the idempotency key and its fingerprint). The lead completed
+-- clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``,
+-- ``key_session`` and ``request`` then name the idempotency key, where it is kept and
+-- its fingerprint). The lead completed
 -- is the row whose ``completion`` is true, each lead leased one whose ``completion`` is
 -- false; no completion row: the lease was refused (or was completed before) and nothing
 -- changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
@@ -347,7 +501,7 @@ ORDER BY priority DESC, id;
 -- ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
 -- whole statement runs on that session's shard.
 --
--- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, request, api_token
+-- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, key_session, request, api_token
 
 -- name: complete_and_lease (ledger=True, keyed=True, routed=True)
 WITH paused AS (
@@ -376,7 +530,8 @@ completion_ledger AS (
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -428,8 +583,8 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -483,7 +638,8 @@ completion_ledger AS (
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -535,8 +691,8 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -774,7 +930,8 @@ completed AS (
     RETURNING l.*
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -826,8 +983,8 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -873,7 +1030,8 @@ completed AS (
     RETURNING l.*
 ),
 known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -925,8 +1083,8 @@ leased AS (
     RETURNING l.*
 ),
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -1132,7 +1290,8 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- caller ``item_callers[j]`` (callers count from 1). Caller ``i`` is ``gated[i]`` by its
 -- completion (a completion with ``next``: it leases only when that completion went
 -- through) or not (a keyed lease: it leases whatever its items' answers, having none),
--- and its key is ``keys[i]`` (NULL: unkeyed). Its slots are those of ``callers`` equal to
+-- and its key is ``keys[i]`` (NULL: unkeyed; every key of the group is kept under
+-- ``key_session``, ``idempotency.session_of``). Its slots are those of ``callers`` equal to
 -- ``i``: each with its new lease token (``tokens``), owner, ttl, key and fingerprint of
 -- its request. A completion's row locked by another transaction is skipped (another's
 -- lock holds up not the group). A caller whose key names a request committed before
@@ -1144,7 +1303,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- finds its own. A limited session leases nothing here (``limited``: the completions are
 -- done). One PostgreSQL only: on a cluster each caller goes alone, routed.
 --
--- parameters: session, lead_ids, lease_tokens, statuses, results, errors, item_callers, gated, keys, max, tokens, owners, ttls, callers, slot_keys, slot_requests, now, ledger_by_row, notify_ended, api_token
+-- parameters: session, lead_ids, lease_tokens, statuses, results, errors, item_callers, gated, keys, key_session, max, tokens, owners, ttls, callers, slot_keys, slot_requests, now, ledger_by_row, notify_ended, api_token
 
 -- name: lease_together (ledger=True)
 WITH paused AS (
@@ -1189,7 +1348,7 @@ completion_ledger AS (
 ),
 known AS (
     SELECT key, request, answer FROM idempotency_keys
-    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
@@ -1252,8 +1411,8 @@ leased AS (
 remembered AS (
     -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
     -- commits a key meanwhile makes the whole statement fail, leasing nothing).
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', slots.ttl_s,
         'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
                             ORDER BY leased.priority DESC, leased.id))
@@ -1321,7 +1480,7 @@ completed AS (
 ),
 known AS (
     SELECT key, request, answer FROM idempotency_keys
-    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
@@ -1384,8 +1543,8 @@ leased AS (
 remembered AS (
     -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
     -- commits a key meanwhile makes the whole statement fail, leasing nothing).
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', slots.key, slots.request, %(now)s::timestamptz, jsonb_build_object(
         'ttl_s', slots.ttl_s,
         'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
                             ORDER BY leased.priority DESC, leased.id))

@@ -149,3 +149,26 @@ ORDER BY lease_expires_at LIMIT %(limit)s;
 SELECT id, session, owner, attempts, error, updated_at
 FROM leads WHERE status = 'failed'
 ORDER BY updated_at DESC, id DESC LIMIT %(limit)s;
+
+-- ========================================================================================
+-- throughput
+--
+-- A session's leads finished (done or cached) and failed per minute ago, over the last
+-- ``window_minutes`` of the database clock, by their present status and last change.
+--
+-- The status filter is the predicate of index ``leads_terminal_updated`` (a range of
+-- ``updated_at`` over finished leads), as the scaling signal's ``completions``: its cost
+-- follows the window's throughput, never the backlog; the session in the WHERE routes it
+-- to one shard on a cluster.
+--
+-- parameters: session, now
+
+-- name: throughput (window_minutes=60)
+SELECT least(floor(extract(epoch FROM %(now)s::timestamptz - updated_at) / 60), 59)::int AS ago,
+       count(*) FILTER (WHERE status <> 'failed') AS completed,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM leads
+WHERE session = %(session)s
+  AND status IN ('done', 'failed', 'cached')
+  AND updated_at > ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => -3600)) AT TIME ZONE 'UTC' AND updated_at <= %(now)s::timestamptz
+GROUP BY 1;

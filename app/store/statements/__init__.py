@@ -17,8 +17,10 @@ Knows nothing of HTTP; imports nothing of ``app``, only the model and the wire's
 
 from app.store.statements._build import REGISTRY, Builder, Statement, text
 from app.store.statements.dependencies import (
+    ADD_EDGES_MAX,
     BLOCKED_UNTIL,
     add_dependencies,
+    add_edges,
     blocked,
     dependency_targets,
     dependents,
@@ -37,7 +39,9 @@ from app.store.statements.keys import (
     claim_key,
     prune_keys,
     remember_answer,
+    remember_key,
     remembered,
+    remembered_anywhere,
 )
 from app.store.statements.leads import (
     PUSH_ROWS_MAX,
@@ -130,6 +134,7 @@ from app.store.statements.tokens import (
     tokens_listing,
 )
 from app.store.statements.views import (
+    SESSION_WINDOW_MINUTES,
     WINDOW_MINUTES,
     attempts_per_lead,
     expiring,
@@ -137,9 +142,11 @@ from app.store.statements.views import (
     owners,
     per_minute,
     session_report,
+    throughput,
 )
 
 __all__ = [
+    "ADD_EDGES_MAX",
     "BLOCKED_UNTIL",
     "DUE_PER_LEASE",
     "ENDED_CHANNEL",
@@ -152,6 +159,7 @@ __all__ = [
     "PUSH_ROWS_MAX",
     "QUOTA_SQLSTATE",
     "REGISTRY",
+    "SESSION_WINDOW_MINUTES",
     "TOKENS_CHANNEL",
     "WAKE_ALL",
     "WINDOW_MINUTES",
@@ -159,6 +167,7 @@ __all__ = [
     "Statement",
     "_claim_and_lease",
     "add_dependencies",
+    "add_edges",
     "attempts_per_lead",
     "audit",
     "audit_trail",
@@ -215,7 +224,9 @@ __all__ = [
     "pushed_notice",
     "release",
     "remember_answer",
+    "remember_key",
     "remembered",
+    "remembered_anywhere",
     "renew_many",
     "resume",
     "retry",
@@ -244,6 +255,7 @@ __all__ = [
     "tend_keys",
     "text",
     "throttle_session",
+    "throughput",
     "token_create",
     "token_lookup",
     "token_revoke",

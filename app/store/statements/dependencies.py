@@ -185,7 +185,7 @@ def dependency_targets(*, session: str, ids: list[int], keys: list[str]) -> None
     ids are checked here, and locked by ``add_dependencies``)."""
 
 
-def _add_dependencies(ledger: bool) -> str:
+def _add_dependencies(ledger: bool, edges: bool) -> str:
     # A child failed at once (a parent of it has failed already) gets its ``failed`` event
     # here; the trigger writes those of the children a parent's later failure fails.
     failed = ",\nfailed AS (SELECT * FROM children WHERE status = 'failed')" if ledger else ""
@@ -212,12 +212,7 @@ parents AS (
     UNION ALL
     SELECT DISTINCT lead_id, 'queued' FROM edge WHERE lead_id IN (SELECT after_id FROM edge)
 ),
-edges AS (
-    INSERT INTO lead_dependencies (session, after_id, lead_id)
-    SELECT %(session)s, after_id, lead_id FROM edge
-    ON CONFLICT DO NOTHING
-),
-tally AS (
+{_EDGES if edges else ""}tally AS (
     SELECT e.lead_id,
            count(*) FILTER (WHERE p.status NOT IN ('done', 'cached')) AS waiting,
            min(p.id) FILTER (WHERE p.status = 'failed') AS failed_parent,
@@ -231,7 +226,7 @@ children AS (
         waiting_on = CASE WHEN tally.failed_parent IS NULL THEN tally.waiting ELSE 0 END,
         status = CASE WHEN tally.failed_parent IS NULL THEN 'queued' ELSE 'failed' END,
         error = CASE WHEN tally.failed_parent IS NULL THEN NULL
-                ELSE 'dependency ' || tally.failed_parent || ' failed' END,
+                ELSE 'dependency ' || tally.failed_parent::text || ' failed' END,
         scheduled = CASE WHEN tally.failed_parent IS NOT NULL THEN false
                          WHEN tally.waiting > 0 THEN true ELSE c.scheduled END,
         available_at = CASE WHEN tally.failed_parent IS NULL AND tally.waiting > 0
@@ -247,7 +242,15 @@ SELECT id, waiting_on, status FROM children
 """
 
 
-@statement(_add_dependencies, ledger=BOTH)
+_EDGES = """edges AS (
+    INSERT INTO lead_dependencies (session, after_id, lead_id)
+    SELECT %(session)s, after_id, lead_id FROM edge
+    ON CONFLICT DO NOTHING
+),
+"""
+
+
+@statement(_add_dependencies, ledger=BOTH, edges=BOTH)
 def add_dependencies(
     *,
     session: str,
@@ -255,13 +258,44 @@ def add_dependencies(
     after_ids: list[int],
     now: datetime | None,
     ledger: bool,
+    edges: bool = True,
     ledger_by_row: bool = False,
 ) -> None:
     """The edges of a push (``lead_ids[i]`` waits on ``after_ids[i]``), all of one session:
     the parents locked and marked, each child blocked on those not yet done or cached, or
     failed at once when one of them has failed (the module docstring), with its ``failed``
     event in the ledger, as the trigger writes one for a parent that fails later; with
-    ``ledger_by_row`` (a Citus cluster), by the ledger's row trigger, as ``logged`` does."""
+    ``ledger_by_row`` (a Citus cluster), by the ledger's row trigger, as ``logged`` does.
+
+    ``edges`` off (a cluster): the edges are not inserted here but by ``add_edges`` right
+    before, in the push's transaction. Citus plans an ``INSERT … SELECT`` in a CTE apart from
+    the rest, which would then not be a router statement (docs/scaling.md)."""
+
+
+# The edges one add_edges statement inserts at most (a power of two, like push_rows').
+ADD_EDGES_MAX = 16
+
+
+def _add_edges(rows: int) -> str:
+    # Row k reads position k of each array: one text per count of rows, the same parameters.
+    values = ",\n".join(
+        f"    (%(session)s, (%(after_ids)s::bigint[])[{k}], (%(lead_ids)s::bigint[])[{k}])"
+        for k in range(1, rows + 1)
+    )
+    return f"""
+INSERT INTO lead_dependencies (session, after_id, lead_id)
+VALUES
+{values}
+ON CONFLICT DO NOTHING
+"""
+
+
+# Rendered for one and two rows; the queue builds the counts it needs (powers of two).
+@statement(_add_edges, rows=(1, 2))
+def add_edges(*, session: str, lead_ids: list[int], after_ids: list[int], rows: int) -> None:
+    """``rows`` edges of a push on a cluster (``lead_ids[k]`` waits on ``after_ids[k]``, no
+    two the same), before ``add_dependencies`` without ``edges`` in its transaction: a
+    multi-row ``INSERT … VALUES`` naming the session, which Citus routes to its shard."""
 
 
 def _blocked() -> str:

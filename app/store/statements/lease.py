@@ -83,14 +83,14 @@ def lease_next(
     """
 
 
-def _lease_keyed(ledger: bool) -> str:
+def _lease_keyed(ledger: bool, remember: bool) -> str:
     return _claim_and_lease(
         ledger,
         clock=NOW,
         before=_KNOWN_KEY + _limited_gate(),
         only_if="AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known)",
         limit="%(max)s",
-        after=_REMEMBERED,
+        after=_REMEMBERED if remember else "",
         answer=f"""SELECT {LEASE_COLUMNS}, gate.*
 FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
              (SELECT request FROM known) AS known_request,
@@ -102,7 +102,8 @@ ORDER BY priority DESC, id""",
 
 # The key's first request, when one committed before this statement began.
 _KNOWN_KEY = """known AS (
-    SELECT request, answer FROM idempotency_keys WHERE verb = 'lease' AND key = %(key)s
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 """
 # The key claimed with its answer, in the statement of the lease: only when it leased (a
@@ -110,8 +111,8 @@ _KNOWN_KEY = """known AS (
 # the key while this one runs makes this one fail whole (unique_violation), leasing nothing.
 _REMEMBERED = f""",
 remembered AS (
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', %(key)s, %(request)s, {NOW}, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, {NOW}, jsonb_build_object(
         'ttl_s', %(ttl_s)s::float8,
         'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
     FROM leased
@@ -119,7 +120,7 @@ remembered AS (
 )"""
 
 
-@statement(_lease_keyed, ledger=BOTH)
+@statement(_lease_keyed, ledger=BOTH, remember=BOTH)
 def lease_keyed(
     *,
     session: str,
@@ -128,14 +129,18 @@ def lease_keyed(
     tokens: list[str],
     ttl_s: float,
     key: str,
+    key_session: str,
     request: str,
     now: datetime | None,
     ledger: bool,
+    remember: bool = True,
     ledger_by_row: bool = False,
     api_token: str | None = None,
 ) -> None:
     """``lease_next`` with an idempotency key (``request``: the fingerprint of what it names),
-    in one statement: the lease and the memory of it commit together.
+    in one statement: the lease and the memory of it commit together. ``key_session``: the
+    session the key's row is kept under (``idempotency.session_of``): ``session`` for a
+    lease of one session, so on a cluster the whole statement runs on its shard.
 
     A key a committed request holds already leases nothing: every row answers that
     request's fingerprint and answer (``known_request``, ``known_answer``), for the caller
@@ -144,6 +149,11 @@ def lease_keyed(
     try still running with the same key makes this one fail (unique_violation, nothing
     leased): the caller then waits for that try through the transaction of
     ``idempotency.once``. A limited session answers ``limited`` as ``lease_next`` does.
+
+    ``remember`` off (a cluster): the answer is not stored here but by ``remember_key``
+    right after, in the same transaction. Citus plans an ``INSERT … SELECT`` in a CTE apart
+    from the rest of the statement, which would then not be a router statement; two
+    statements of one session's shard are (docs/scaling.md).
     """
 
 
@@ -205,6 +215,7 @@ def complete_and_lease(
     keyed: bool = False,
     routed: bool = False,
     key: str | None = None,
+    key_session: str = "",
     request: str | None = None,
     api_token: str | None = None,
 ) -> None:
@@ -213,8 +224,9 @@ def complete_and_lease(
     rows of both are written with them.
 
     The completion is ``complete_many``'s for one lead (a valid lease, by the database
-    clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``
-    and ``request`` then name the idempotency key and its fingerprint). The lead completed
+    clock); the lease is ``lease_next``'s, or ``lease_keyed``'s with ``keyed`` (``key``,
+    ``key_session`` and ``request`` then name the idempotency key, where it is kept and
+    its fingerprint). The lead completed
     is the row whose ``completion`` is true, each lead leased one whose ``completion`` is
     false; no completion row: the lease was refused (or was completed before) and nothing
     changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
@@ -256,7 +268,7 @@ completed AS (
 ){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
 known AS (
     SELECT key, request, answer FROM idempotency_keys
-    WHERE verb = 'lease' AND key = ANY(%(keys)s::text[])
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
@@ -273,8 +285,8 @@ slots AS (
 remembered AS (
     -- Each keyed caller's leases as its key's answer (no ON CONFLICT: a first try that
     -- commits a key meanwhile makes the whole statement fail, leasing nothing).
-    INSERT INTO idempotency_keys (verb, key, request, created_at, answer)
-    SELECT 'lease', slots.key, slots.request, {NOW}, jsonb_build_object(
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', slots.key, slots.request, {NOW}, jsonb_build_object(
         'ttl_s', slots.ttl_s,
         'leases', jsonb_agg(jsonb_build_array(leased.id, leased.lease_token)
                             ORDER BY leased.priority DESC, leased.id))
@@ -315,6 +327,7 @@ def lease_together(
     item_callers: list[int],
     gated: list[bool],
     keys: list[str | None],
+    key_session: str,
     max: int,
     tokens: list[str],
     owners: list[str],
@@ -336,7 +349,8 @@ def lease_together(
     caller ``item_callers[j]`` (callers count from 1). Caller ``i`` is ``gated[i]`` by its
     completion (a completion with ``next``: it leases only when that completion went
     through) or not (a keyed lease: it leases whatever its items' answers, having none),
-    and its key is ``keys[i]`` (NULL: unkeyed). Its slots are those of ``callers`` equal to
+    and its key is ``keys[i]`` (NULL: unkeyed; every key of the group is kept under
+    ``key_session``, ``idempotency.session_of``). Its slots are those of ``callers`` equal to
     ``i``: each with its new lease token (``tokens``), owner, ttl, key and fingerprint of
     its request. A completion's row locked by another transaction is skipped (another's
     lock holds up not the group). A caller whose key names a request committed before

@@ -11,6 +11,11 @@ order). Past the bound it raises ``QUOTA_SQLSTATE``, so none of the statement's 
 stored. Two concurrent pushes cannot overshoot: the second reads the count after the first
 committed. A session without a bound costs one read of ``leaseq_config`` and one of its
 settings per insert statement, and no lock.
+
+On a Citus cluster revision 0025 puts the same decision on every shard of ``leads``: the
+function there reads the colocated shards of ``session_settings`` and ``lead_counts`` and the
+node's copy of ``leaseq_config`` by their shard names, and takes the lock on the shard's node,
+where every push of the session meets.
 """
 
 from __future__ import annotations

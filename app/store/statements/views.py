@@ -3,12 +3,17 @@ the dashboard's overview (``app.domain.overview``)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from app.store.statements._build import statement
 from app.store.statements.fragments import (
+    NOW,
     OUTCOME_EVENTS,
     in_list,
+    plus_seconds,
     seconds_between,
 )
+from leaseq.model import FINAL_STATUSES
 
 # The dashboard's throughput window, in minutes: one statement text, and the overview's
 # slots (``app.domain.overview``).
@@ -176,3 +181,37 @@ ORDER BY updated_at DESC, id DESC LIMIT %(limit)s
 @statement(_failures)
 def failures(*, limit: int) -> None:
     """The most recently failed leads."""
+
+
+# -- a session's page (app.domain.throughput) ---------------------------------------------
+
+# A session's throughput window, in minutes, on its page.
+SESSION_WINDOW_MINUTES = 60
+
+
+def _throughput(window_minutes: int) -> str:
+    minutes = int(window_minutes)
+    return f"""
+SELECT least(floor(extract(epoch FROM {NOW} - updated_at) / 60), {minutes - 1})::int AS ago,
+       count(*) FILTER (WHERE status <> 'failed') AS completed,
+       count(*) FILTER (WHERE status = 'failed') AS failed
+FROM leads
+WHERE session = %(session)s
+  AND status IN {in_list(FINAL_STATUSES)}
+  AND updated_at > {plus_seconds(NOW, str(-60 * minutes))} AND updated_at <= {NOW}
+GROUP BY 1
+"""
+
+
+@statement(_throughput, window_minutes=(SESSION_WINDOW_MINUTES,))
+def throughput(
+    *, session: str, now: datetime | None = None, window_minutes: int = SESSION_WINDOW_MINUTES
+) -> None:
+    """A session's leads finished (done or cached) and failed per minute ago, over the last
+    ``window_minutes`` of the database clock, by their present status and last change.
+
+    The status filter is the predicate of index ``leads_terminal_updated`` (a range of
+    ``updated_at`` over finished leads), as the scaling signal's ``completions``: its cost
+    follows the window's throughput, never the backlog; the session in the WHERE routes it
+    to one shard on a cluster.
+    """

@@ -48,8 +48,9 @@ from leaseq._wire import (
     push_bodies,
     renew_body,
     seg,
+    unheard,
 )
-from leaseq.errors import LeaseqError
+from leaseq.errors import LeaseqError, NotFound, Unavailable
 from leaseq.limits import DEFAULT_MAX_BODY_BYTES, MAX_ITEM_BATCH, MAX_WAIT_S
 from leaseq.model import (
     FINAL_STATUSES,
@@ -171,6 +172,7 @@ class Endpoints(Generic[_Transport]):
         idempotency_key: str | None = None,
         traceparent: str | None = None,
         wait_for_room_s: float = 0.0,
+        policy: RetryPolicy | None = None,
     ) -> Exchange[PushResult]:
         """Queue leads (``NewLead`` or the API's dicts); sent in calls of up to 1,000 leads
         and ``max_body_bytes`` each.
@@ -186,22 +188,53 @@ class Endpoints(Generic[_Transport]):
         ``wait_for_room_s`` > 0: the call is then sent again, with its key, after each
         Retry-After, until it is taken or that many seconds were waited (then it raises).
         Calls taken before a refusal stay pushed.
+
+        A call whose answer is lost (a connection error, a timeout, a 502/503/504) is sent
+        again, with its key, for as long as the retry budget says: ``policy``, else the
+        client's ``retry_policy`` (by default 6 tries, about 3 s of backoff besides each
+        try's ``timeout_s``; give more attempts to ride out a longer outage). A retry never
+        pushes twice. When the budget runs out it raises ``Unavailable`` with the call's
+        ``idempotency_key``: the push may have been stored all the same, and
+        ``pushed(session, key)`` says whether (send it again with the same key otherwise).
         """
         ids: list[int] = []
         created = duplicates = 0
         key = idempotency_key or new_idempotency_key()
         wire = [new_lead_body(lead) for lead in leads]
         for n, chunk in enumerate(push_bodies(wire, self.max_body_bytes)):
-            once = {IDEMPOTENCY_HEADER: key if n == 0 else f"{key}.{n}"}
+            call_key = key if n == 0 else f"{key}.{n}"
+            once = {IDEMPOTENCY_HEADER: call_key}
             if traceparent is not None:
                 once[TRACEPARENT_HEADER] = traceparent
             path = f"/sessions/{seg(session)}/leads"
-            call = Call("POST", path, {"leads": chunk}, headers=once, room_s=wait_for_room_s)
-            data = (yield call).json()
+            call = Call(
+                "POST", path, {"leads": chunk}, headers=once, policy=policy, room_s=wait_for_room_s
+            )
+            try:
+                data = (yield call).json()
+            except Unavailable as exc:
+                raise unheard(exc, session, call_key) from exc
             ids.extend(data["ids"])
             created += data["created"]
             duplicates += data["duplicates"]
         return PushResult(ids=ids, created=created, duplicates=duplicates)
+
+    @endpoint
+    def pushed(self, session: str, idempotency_key: str) -> Exchange[PushResult | None]:
+        """What the push into ``session`` sent with ``idempotency_key`` answered (its lead ids),
+        or None when no such push was stored: then it may be sent again with the same key.
+
+        For a producer whose push raised ``Unavailable`` (its ``idempotency_key``): the answers
+        were lost, not necessarily the push. A push of several calls has one key per call
+        (the key, then ``key.1``, ``key.2`` …). A push still running is seen once it commits;
+        a key is remembered ``LEASEQ_IDEMPOTENCY_TTL_S`` at least.
+        """
+        path = f"/sessions/{seg(session)}/pushes/{seg(idempotency_key)}"
+        try:
+            data = (yield Call("GET", path)).json()
+        except NotFound:
+            return None
+        return PushResult(ids=data["ids"], created=data["created"], duplicates=data["duplicates"])
 
     # -- workers -----------------------------------------------------------
 

@@ -198,6 +198,17 @@ def steps(
                 retry += 1
 
 
+def unheard(exc: Unavailable, session: str, key: str) -> Unavailable:
+    """``exc`` of a keyed push whose retries ran out, told so: the push may have been stored
+    all the same, and its key (``idempotency_key``) asks whether (``pushed``)."""
+    told = Unavailable(
+        f"{exc.detail} (the push's answers were lost, not necessarily the push: ask "
+        f"pushed({session!r}, {key!r}) whether it was stored, or send it again with that key)"
+    )
+    told.status, told.problem, told.idempotency_key = exc.status, exc.problem, key
+    return told
+
+
 def error(response: httpx.Response) -> LeaseqError:
     """The exception of an error answer (``error_from_problem`` of its problem+json)."""
     try:

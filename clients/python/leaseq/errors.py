@@ -85,6 +85,9 @@ class Unavailable(LeaseqError):
     """The database is unavailable; try again shortly."""
 
     code = "unavailable"
+    # A keyed push whose retries ran out: its key, to ask whether it was stored after all
+    # (``Client.pushed``); None otherwise.
+    idempotency_key: str | None = None
 
 
 class ApiError(LeaseqError):

@@ -11,6 +11,7 @@
  * first did, a release or cancel finds the work done and changes nothing).
  */
 
+import { NotFound } from "./errors.js";
 import { type Call, IDEMPOTENCY_HEADER, Transport, type TransportOptions } from "./http.js";
 import { NO_RETRY, type RetryPolicy, newIdempotencyKey } from "./retry.js";
 import {
@@ -130,6 +131,26 @@ export class Client {
       result.duplicates += answer.duplicates;
     }
     return result;
+  }
+
+  /**
+   * What the push into `session` sent with `idempotencyKey` answered (its lead ids), or null
+   * when no such push was stored: then it may be sent again under the same key. For a
+   * producer whose push threw `Unavailable` after its retries: the answers were lost, not
+   * necessarily the push. A push of several calls has one key per call (`key`, `key.1` …);
+   * a push still running is seen once it commits.
+   */
+  async getPush(session: string, idempotencyKey: string, options: { signal?: AbortSignal } = {}): Promise<PushResult | null> {
+    try {
+      return await this.send<PushResult>({
+        method: "GET",
+        path: `/sessions/${seg(session)}/pushes/${seg(idempotencyKey)}`,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+    } catch (error) {
+      if (error instanceof NotFound) return null;
+      throw error;
+    }
   }
 
   // -- workers --------------------------------------------------------------

@@ -10,5 +10,5 @@ export { type Fence, verifyFence } from "./fence.js";
 export { DEFAULT_RETRY, NO_RETRY, type RetryPolicy, backoffS, newIdempotencyKey } from "./retry.js";
 export type * from "./types.js";
 export { Cached, HandlerStopped, type Handler, type Job, type StopReason, Throttled } from "./worker/job.js";
-export { type Logger, type WorkerOptions } from "./worker/options.js";
+export { DEFAULT_WORKER_TTL_S, type Logger, type WorkerOptions } from "./worker/options.js";
 export { Worker, type WorkerStats } from "./worker/worker.js";

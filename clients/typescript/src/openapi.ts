@@ -42,6 +42,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{session}/pushes/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Pushed
+         * @description The answer of the push into the session sent with this `Idempotency-Key`: its lead
+         *     ids, as the push answered them. 404 when no push of the session committed with that key
+         *     (or the key was forgotten: kept `LEASEQ_IDEMPOTENCY_TTL_S` at least).
+         *
+         *     A producer whose push's answers were all lost (its retries ran out) asks this before it
+         *     moves on: the push was stored, or it was not and may be sent again with the same key.
+         */
+        get: operations["getPush"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/lease": {
         parameters: {
             query?: never;
@@ -677,6 +702,28 @@ export interface paths {
          *     complete gets 409 `lease_lost`. A finished lead is left as it is and not counted.
          */
         post: operations["cancelLeads"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sessions/{session}/throughput": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Throughput
+         * @description The session's leads finished and failed per minute over the last hour, each counted
+         *     in the minute of its last change with its present status (what the dashboard draws on a
+         *     session's page). It reads the leads finished in the hour only, on the session's shard.
+         */
+        get: operations["getThroughput"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1702,6 +1749,25 @@ export interface components {
             /** Failed */
             failed: number;
         };
+        /** ThroughputOut */
+        ThroughputOut: {
+            /**
+             * Now
+             * Format: date-time
+             * @description The database clock: the end of the last minute.
+             */
+            now: string;
+            /**
+             * Completed
+             * @description Leads finished (done or cached) in each of the last 60 minutes, oldest first.
+             */
+            completed: number[];
+            /**
+             * Failed
+             * @description Leads failed in each of those minutes, oldest first.
+             */
+            failed: number[];
+        };
         /**
          * TokenIn
          * @description A new token: its role, its sessions (a pattern), optionally a name and a lifetime.
@@ -2046,6 +2112,124 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getPush: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+                /** @description The `Idempotency-Key` the push was sent with (percent-encoded). */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushOut"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such lead, schedule or token. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -5578,6 +5762,113 @@ export interface operations {
             };
             /** @description `unsupported_media_type`: a body that is not sent as application/json; nothing changed. */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the input breaks a rule (`errors` name where); nothing changed. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the request head (request line and headers) is over 64 KiB. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: a fault of the service (a bug), answered without detail. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database does not answer, or a bound of the process was reached; nothing was done: retry after Retry-After. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getThroughput: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session's name. */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThroughputOut"];
+                };
+            };
+            /** @description `unauthorized`: no valid bearer token (tokens are configured). */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: outside the token's role or sessions, a Host not served without tokens, or a browser's cross-site request; nothing changed. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: the path does not serve this method. */
+            405: {
+                headers: {
+                    Allow: components["headers"]["Allow"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the request head or body did not arrive within LEASEQ_HEAD_TIMEOUT_S or LEASEQ_BODY_TIMEOUT_S; nothing was done, the connection is closed: send it again. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over LEASEQ_MAX_BODY_BYTES. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -87,7 +87,8 @@ def worker(
         "--ttl",
         metavar="SECONDS",
         help=f"Lease length ({MIN_TTL_S:g}-{MAX_TTL_S:g}); renewed every third of it. "
-        "Default: the service's (LEASEQ_LEASE_TTL_S).",
+        "Default 30 (longer to fit a --kill-grace): a worker killed outright strands its "
+        "leads for seconds, not the service's default.",
         show_default=False,
     ),
     wait: float = typer.Option(

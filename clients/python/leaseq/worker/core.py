@@ -37,6 +37,22 @@ log = logging.getLogger("leaseq.worker")
 
 DEFAULT_WAIT_S = 2.0
 DEFAULT_GRACE_S = 10.0
+# The lease a worker asks for when given no ttl: short, since its heartbeat renews every
+# third of it anyway, so a worker killed outright (SIGKILL, the OOM killer, a lost host)
+# strands its leads for seconds, not for the service's default (docs/worker.md#lease-length).
+DEFAULT_WORKER_TTL_S = 30.0
+
+
+def worker_ttl(ttl_s: float | None, kill_grace_s: float | None) -> float:
+    """The ttl a worker asks for: ``ttl_s``, else ``DEFAULT_WORKER_TTL_S``, made long enough
+    for a ``kill_grace_s`` given (it must leave half the ttl for renewals)."""
+    if ttl_s is not None:
+        return ttl_s
+    if kill_grace_s is None:
+        return DEFAULT_WORKER_TTL_S
+    return min(MAX_TTL_S, max(DEFAULT_WORKER_TTL_S, 2 * kill_grace_s + 2))
+
+
 DEFAULT_GIVE_UP_S = 60.0
 MAX_SECONDS = 366 * 24 * 3600.0  # any duration beyond a year is a typo
 RETRY_BASE_S = 1.0
@@ -132,7 +148,7 @@ class WorkerCore:
         self.owner = owner or default_owner()
         self.concurrency = concurrency
         self.prefetch = default_prefetch(concurrency) if prefetch is None else prefetch
-        self.ttl_s = ttl_s
+        self.ttl_s = worker_ttl(ttl_s, kill_grace_s)
         self.wait_s = wait_s
         self.max_runtime_s = max_runtime_s
         self.grace_s = grace_s

@@ -56,7 +56,8 @@ class Worker(Leasing, Heartbeat, Settling, Execution):
     reach for ``give_up_s`` (``Unavailable``), and a handler that can run
     nothing (``HandlerUnusable``).
 
-    ``ttl_s`` None takes the service's default lease time (``LEASEQ_LEASE_TTL_S``).
+    ``ttl_s`` None asks for 30 s (``DEFAULT_WORKER_TTL_S``): renewed every third of it, so a
+    worker killed outright strands its leads for seconds, not the service's default.
     ``kill_grace_s`` is how long a handler told to stop has before it is killed
     (a command) or abandoned (a function); None: 2 s, less for a short ttl.
     ``lease_on_complete``: completions that end close together go in one request that

@@ -68,7 +68,7 @@ class Options:
     owner: str | None = None
     concurrency: int = 1
     prefetch: int | None = None  # 1, a quarter of the concurrency above 4
-    ttl_s: float | None = None  # the service's default
+    ttl_s: float | None = None  # 30 s (DEFAULT_WORKER_TTL_S)
     wait_s: float = DEFAULT_WAIT_S
     max_runtime_s: float | None = None
     grace_s: float = DEFAULT_GRACE_S

@@ -188,3 +188,18 @@ test("each try has its timeout: a hung answer is a connection error, retried", a
   assert.deepEqual(await client.stats("s"), { queued: 0 });
   assert.equal(calls, 2);
 });
+
+test("getPush asks by session and key, percent-encoded: the stored push, or null on 404", async () => {
+  const stored = { ids: [3, 4], created: 2, duplicates: 0 };
+  const { fetch, sent } = scripted(json(200, stored), problem(404, "not_found"));
+  const client = new Client("http://service.test", { fetch, retry: fast });
+  assert.deepEqual(await client.getPush("s 1", "order/7"), stored);
+  assert.equal(await client.getPush("s 1", "never"), null);
+  assert.deepEqual(
+    sent.map((s) => [s.method, s.url]),
+    [
+      ["GET", "http://service.test/sessions/s%201/pushes/order%2F7"],
+      ["GET", "http://service.test/sessions/s%201/pushes/never"],
+    ],
+  );
+});

@@ -27,7 +27,9 @@ export interface WorkerOptions {
    * (default: a quarter of `concurrency`, at least 1; 0: none). Timed and renewed as any lease,
    * and given back on shutdown. */
   prefetch?: number;
-  /** The lease time asked for (1–3600 s); the service's `LEASEQ_LEASE_TTL_S` when left out. */
+  /** The lease time asked for (1–3600 s); 30 s when left out (`DEFAULT_WORKER_TTL_S`, longer
+   * to fit a `killGraceS`), not the service's `LEASEQ_LEASE_TTL_S`: renewed every third of it,
+   * so a worker killed outright strands its leads for seconds, not minutes. */
   ttlS?: number;
   /** How long a lease waits for work when the queue is empty (0–30 s, default 5). */
   waitS?: number;
@@ -106,4 +108,17 @@ export function checkOptions(options: WorkerOptions): void {
   if (options.ttlS !== undefined && options.killGraceS !== undefined && options.killGraceS > options.ttlS / 2 - Math.min(1, options.ttlS / 10)) {
     throw new RangeError(`a kill grace of ${options.killGraceS}s is too long for a ttl of ${options.ttlS}s: the stop must leave half the ttl for renewals`);
   }
+}
+
+/** The lease a worker asks for when given no `ttlS`: short, since its heartbeat renews every
+ * third of it anyway, so a worker killed outright strands its leads for seconds, not for the
+ * service's default of minutes (docs/worker.md#lease-length). */
+export const DEFAULT_WORKER_TTL_S = 30;
+
+/** The ttl a worker asks for: `ttlS`, else `DEFAULT_WORKER_TTL_S`, made long enough for a
+ * `killGraceS` given (the stop must leave half the ttl for renewals). */
+export function workerTtlS(options: { ttlS?: number; killGraceS?: number }): number {
+  if (options.ttlS !== undefined) return options.ttlS;
+  if (options.killGraceS === undefined) return DEFAULT_WORKER_TTL_S;
+  return Math.min(3600, Math.max(DEFAULT_WORKER_TTL_S, 2 * options.killGraceS + 2));
 }

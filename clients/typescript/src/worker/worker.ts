@@ -37,6 +37,7 @@ import {
   defaultOwner,
   defaultPrefetch,
   defaultRetryDelayS,
+  workerTtlS,
 } from "./options.js";
 
 const IDLE_POLL_S = 1; // an empty lease is not repeated sooner than this
@@ -228,7 +229,7 @@ export class Worker {
 
   private leaseRequest(max: number, waitS: number): LeaseRequest {
     const ask: LeaseRequest = { session: this.options.session, owner: this.owner, max, waitS };
-    if (this.options.ttlS !== undefined) ask.ttlS = this.options.ttlS;
+    ask.ttlS = workerTtlS(this.options);
     return ask;
   }
 
@@ -296,7 +297,7 @@ export class Worker {
   /** Hold a lease whose request was sent at `sent`; run it when a slot is free. */
   private take(lease: Lease, sent: number, received: number): void {
     this.stats.leased += 1;
-    const ttlS = lease.ttl_s ?? this.options.ttlS ?? 1;
+    const ttlS = lease.ttl_s ?? workerTtlS(this.options);
     const h = new Held(lease, sent, ttlS, received, this.options.killGraceS);
     this.held.set(lease.token, h);
     this.heartbeat.due(h.renewAt); // wakes the heartbeat when this one is due before it wakes
