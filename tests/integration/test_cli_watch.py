@@ -50,7 +50,11 @@ def test_watch_redraws_until_ctrl_c(services: Services, database_url: str) -> No
     with service.client() as http:
         http.post("/sessions/crawl/leads", json={"leads": [{"payload": {}}] * 3})
         env = child_env(
-            {"LEASEQ_URL": service.url, "TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "160"}
+            {
+                **{"LEASEQ_URL": service.url, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"},
+                # A watch that outlives its Ctrl-C is sent SIGABRT: its threads' stacks say where.
+                **{"COLUMNS": "160", "PYTHONFAULTHANDLER": "1"},
+            }
         )
         process = subprocess.Popen(
             [sys.executable, "-m", "leaseq.cli", "stats", "--watch", "0.3"],
@@ -69,7 +73,13 @@ def test_watch_redraws_until_ctrl_c(services: Services, database_url: str) -> No
             output.wait_for(r"crawl\s+2\s+0\s+1\s+0\s+0\s+2\s+\d+ s\s+1\s+0")
             output.wait_for(r"total\s+2\s+0\s+1")
             process.send_signal(signal.SIGINT)
-            assert process.wait(DEADLINE_S) == 0
+            try:
+                code = process.wait(DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGABRT)
+                process.wait(DEADLINE_S)
+                raise AssertionError(f"Ctrl-C did not end the watch:\n{output.text}") from None
+            assert code == 0, output.text
         finally:
             if process.poll() is None:
                 process.kill()
