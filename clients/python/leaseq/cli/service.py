@@ -203,8 +203,11 @@ class Service:
 
 def error_line(exc: LeaseqError, url: str) -> str:
     """One line for a failed call: why the service was unreachable, or its problem answer."""
-    if isinstance(exc.__cause__, httpx.TransportError):
-        reason = str(exc.__cause__).strip() or type(exc.__cause__).__name__
+    cause = exc.__cause__
+    while isinstance(cause, LeaseqError):  # told more on its way up (a keyed push's key)
+        cause = cause.__cause__
+    if isinstance(cause, httpx.TransportError):
+        reason = str(cause).strip() or type(cause).__name__
         return one_line(f"cannot reach leaseq at {url}: {reason}")
     status = getattr(exc, "status", None)
     message = f"{status} {exc.code}: {exc.detail}" if status else f"{exc.code}: {exc.detail}"
