@@ -42,6 +42,7 @@ from app.store.pool import Database, libpq_url
 from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
 from tests.support import browser as browsers
 from tests.support import system
+from tests.support.databases import drop_database
 from tests.support.serving import Service, Services
 from tests.support.worker_support import fresh_database
 
@@ -220,7 +221,7 @@ def template_db(server_url: str) -> Iterator[str]:
     migrate.upgrade(with_database(server_url, name))
     yield name
     with _admin(server_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(conn, name)
 
 
 @pytest.fixture(scope="session")
@@ -254,7 +255,7 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
     yield with_database(server_url, name)
     with _admin(server_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(conn, name)
 
 
 @pytest.fixture
@@ -265,7 +266,7 @@ def empty_database_url(server_url: str) -> Iterator[str]:
         conn.execute(f'CREATE DATABASE "{name}"')
     yield with_database(server_url, name)
     with _admin(server_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(conn, name)
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ from leaseq._wire import IDEMPOTENCY_HEADER
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, TOKEN_NAME_PATTERN
 from tests.conftest import _admin, with_database
 from tests.integration.test_settings_ranges import RAW
+from tests.support.databases import drop_database
 from tests.support.serving import Service, Services
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
@@ -94,7 +95,7 @@ def fuzz_database(server_url: str, template_db: str) -> Iterator[str]:
         yield with_database(server_url, name)
     finally:
         with _admin(server_url) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            drop_database(conn, name)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from typing import Any
 
 import psycopg
 
+from tests.support.databases import drop_database
 from tests.support.serving import free_port
 
 PG_BIN = Path(os.environ.get("LEASEQ_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -238,7 +239,7 @@ class Cluster:
 
         def drop(node: Node) -> None:
             with node.connect() as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                drop_database(conn, name)
 
         drop(self.coordinator)
         self._each(drop, self.workers)

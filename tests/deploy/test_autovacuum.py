@@ -29,6 +29,7 @@ from app.service.maintenance import AUTOVACUUM_OFF
 from app.service.runtime import Runtime
 from app.store import embedded, migrate
 from app.store.pool import libpq_url
+from tests.support.databases import drop_database
 from tests.support.in_process import serving
 from tests.support.scrapes import autovacuum_on
 from tests.support.serving import Services
@@ -149,7 +150,7 @@ def own_database(own_server: str) -> Iterator[str]:
     migrate.upgrade(url)
     yield url
     with psycopg.connect(libpq_url(own_server), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(conn, name)
 
 
 @pytest.mark.parametrize("state", ["off", "on"])

@@ -34,6 +34,7 @@ from app.store.schema import (
     session_settings,
     sqlalchemy_url,
 )
+from tests.support.databases import drop_database
 from tests.support.schema_catalog import fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,7 +137,7 @@ def another_engine(server_url: str) -> Iterator[Engine]:
     yield engine
     engine.dispose()
     with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(conn, name)
 
 
 def test_0001_builds_the_schema_it_was_released_with(

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from app.store.pool import libpq_url
 from leaseq._transport import AioHttpTransport
+from tests.support.databases import drop_database
 from tests.support.serving import ROOT, child_env
 
 HANDLER = [sys.executable, "tests/support/handle_lead.py"]
@@ -72,7 +73,7 @@ def fresh_database(server_url: str, template: str) -> Iterator[str]:
         yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            drop_database(admin, name)
 
 
 def completions(database_url: str, lead_id: int) -> list[str | None]:
