@@ -27,8 +27,9 @@ import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,3 +272,39 @@ class Cluster:
                 node.process.kill()
                 node.process.wait(STOP_TIMEOUT_S)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Ahead:
+    """Migrated databases of ``cluster``, each made while the test before it runs.
+
+    A database of the cluster costs about 1.8 s to create and migrate on an idle machine,
+    more than most API tests take to run: the API suite run again on Citus (465 tests)
+    spent most of its time there. One database is kept ready ahead, made on a thread of its
+    own; each test still gets a fresh one of its own, dropped after it, and the one left
+    ready at the end is dropped by ``close``.
+    """
+
+    def __init__(self, cluster: Cluster, migrate: Callable[[str], object]) -> None:
+        self._cluster = cluster
+        self._migrate = migrate
+        self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="citus-ahead")
+        self._ready: Future[tuple[str, str]] | None = None
+
+    def _make(self) -> tuple[str, str]:
+        name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
+        url = self._cluster.create_database(name)
+        self._migrate(url)
+        return name, url
+
+    def take(self) -> tuple[str, str]:
+        """A fresh migrated database (its name and URL), and the next one started."""
+        ready = self._ready or self._maker.submit(self._make)
+        self._ready = self._maker.submit(self._make)
+        return ready.result()
+
+    def close(self) -> None:
+        """The database made ahead dropped; nothing made after."""
+        if self._ready is not None:
+            name, _ = self._ready.result()
+            self._cluster.drop_database(name)
+        self._maker.shutdown()
