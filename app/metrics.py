@@ -236,6 +236,32 @@ def scaling_families(
     return [rate, workers]
 
 
+def lease_time_family(
+    stats: AllCounts,
+    lease_seconds: dict[str, float],
+    window_s: float,
+    max_sessions: int = MAX_SESSIONS,
+) -> GaugeMetricFamily:
+    """``leaseq_lease_seconds_per_second{session}`` (docs/beyond.md#fair-share-by-time): the
+    seconds workers held each session's leads, over the leases that ended in the last
+    ``window_s``, per second; for the sessions of ``leaseq_leads`` (not ``_other``), and for
+    all of them as session ``*``. A session's share of the workers' time is its value over
+    the ``*`` one's."""
+    family = GaugeMetricFamily(
+        "leaseq_lease_seconds_per_second",
+        f"Seconds workers held the session's leads, over the leases that ended in the last "
+        f"{window_s:g} s, per second (as rate() of a counter of lease seconds; * : every "
+        "session). A session's share of the workers' time: its value over session *'s.",
+        labels=["session"],
+    )
+    for name, _ in _shown(stats, max_sessions):
+        if name != OTHER_SESSIONS:
+            family.add_metric([name], lease_seconds.get(name, 0.0) / window_s)
+    every = sum(lease_seconds.get(name, 0.0) for name in stats.sessions)
+    family.add_metric(["*"], every / window_s)
+    return family
+
+
 class _Snapshot:
     """A collector that yields families built for one scrape."""
 
@@ -247,14 +273,18 @@ class _Snapshot:
 
 
 def render(
-    stats: AllCounts | None = None, scaling: tuple[dict[str, Scaling], Scaling] | None = None
+    stats: AllCounts | None = None,
+    scaling: tuple[dict[str, Scaling], Scaling] | None = None,
+    lease_time: tuple[dict[str, float], float] | None = None,
 ) -> bytes:
     """Every metric in the Prometheus text format (of every process when multiprocess).
 
     ``stats`` (``Queue.stats_all``) adds ``leaseq_leads`` and
     ``leaseq_oldest_available_age_seconds``; None leaves them out (the database did
     not answer). ``scaling`` (each session's signal and the fleet's) adds
-    ``leaseq_completions_per_second`` and ``leaseq_suggested_workers``.
+    ``leaseq_completions_per_second`` and ``leaseq_suggested_workers``; ``lease_time``
+    (each session's lease seconds over a window, and the window's seconds),
+    ``leaseq_lease_seconds_per_second``.
     """
     directory = os.environ.get(MULTIPROC_ENV)
     if directory:
@@ -268,6 +298,8 @@ def render(
         families = [leads_family(stats), oldest_available_family(stats)]
         if scaling is not None:
             families += scaling_families(stats, *scaling)
+        if lease_time is not None:
+            families.append(lease_time_family(stats, *lease_time))
         snapshot.register(_Snapshot(families))
         text += generate_latest(snapshot)
     return text

@@ -830,17 +830,20 @@ async def delete_schedule(
     },
 )
 async def get_metrics(queue: QueueDep, principal: ObservingOwn) -> Response:
-    """Prometheus text format: the counters of every server process, and lead counts read
-    from the database now (left out while it does not answer); for a scoped token, the
-    counts of its own sessions only."""
+    """Prometheus text format: the counters of every server process, and lead counts, the
+    signal to scale on and each session's lease seconds of the last minute read from the
+    database now (left out while it does not answer); for a scoped token, those of its own
+    sessions only."""
     signal: tuple[dict[str, Scaling], Scaling] | None = None
+    lease_time: tuple[dict[str, float], float] | None = None
     try:
         stats: AllCounts | None = own_counts(principal, await queue.stats_all())
         completed = await scaling.completed_by_session(queue)
         signal = scaling.fleet_scaling(stats, completed) if stats is not None else None
+        lease_time = (await scaling.lease_seconds_by_session(queue), scaling.WINDOW_S)
     except Unavailable:
         stats = None
-    return Response(metrics.render(stats, signal), media_type=metrics.CONTENT_TYPE)
+    return Response(metrics.render(stats, signal, lease_time), media_type=metrics.CONTENT_TYPE)
 
 
 @router.get(
@@ -870,8 +873,9 @@ async def get_dashboard(principal: Public) -> HTMLResponse:
 async def get_dashboard_data(
     runtime: RuntimeDep, principal: ObservingOwn, search: SearchQuery = None
 ) -> JSONResponse:
-    """What the dashboard shows: per session its counts, oldest available lead, settings and
-    completions per minute; the leases closest to expiry; the latest failures; the schedules
+    """What the dashboard shows: per session its counts, oldest available lead, settings,
+    completions per minute, share of the workers' time over the last minute and suggested
+    workers; the leases closest to expiry; the latest failures; the schedules
     with their next ticks. With `search`, only the sessions whose name holds it (in any
     case). A scoped token sees its own sessions only; `access` says what the page may offer
     it (`operate`: cancel and retry)."""

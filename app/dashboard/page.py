@@ -36,10 +36,14 @@ def shell() -> str:
     )
 
 
-def _session(view: SessionView, default_max_queued: int | None = None) -> dict[str, Any]:
+def _session(
+    view: SessionView, default_max_queued: int | None = None, held_s: float = 0.0
+) -> dict[str, Any]:
     """One line of the page; ``queued_bound`` is the ``max_queued`` that binds the session (its
     own, else the service's ``LEASEQ_MAX_QUEUED``; null: none, and for the total), so the page
-    can show how full it is without knowing how the service was started."""
+    can show how full it is without knowing how the service was started. ``time_share`` is
+    its ``lease_seconds`` over ``held_s``, the total's (every session the reader sees, not
+    only those a search lists); null when no lease ended in the last minute."""
     own = view.settings.max_queued if view.settings else None
     bound = None if view.settings is None else own if own is not None else default_max_queued
     return {
@@ -53,6 +57,9 @@ def _session(view: SessionView, default_max_queued: int | None = None) -> dict[s
         "wasted_per_minute": view.wasted_per_minute,
         "wasted": sum(view.wasted_per_minute),
         "queued_bound": bound,
+        "lease_seconds": view.lease_seconds,
+        "time_share": view.lease_seconds / held_s if held_s > 0 else None,
+        "suggested_workers": view.suggested_workers,
     }
 
 
@@ -94,14 +101,15 @@ def to_json(
     """The snapshot, and the schedules with their next ticks, as JSON values; timestamps in
     RFC 3339 UTC. ``default_max_queued``: the service's, the bound of sessions without their
     own (``max_queued_default``: a session's page reads it to show how full that session is)."""
+    held_s = snapshot.total.lease_seconds
     return {
         "now": rfc3339(snapshot.now),
         "autovacuum": snapshot.autovacuum,
         "warnings": warnings(snapshot),
         "window_minutes": WINDOW_MINUTES,
         "max_queued_default": default_max_queued,
-        "sessions": [_session(view, default_max_queued) for view in snapshot.sessions],
-        "total": _session(snapshot.total),
+        "sessions": [_session(v, default_max_queued, held_s) for v in snapshot.sessions],
+        "total": _session(snapshot.total, None, held_s),
         "hidden_sessions": snapshot.hidden_sessions,
         "expiring": [asdict(lease) for lease in snapshot.expiring],
         "failures": [{**asdict(f), "at": rfc3339(f.at)} for f in snapshot.failures],

@@ -1,12 +1,15 @@
 """The operator's overview of the queue at one instant: what the dashboard shows.
 
-One ``snapshot`` is eight statements (``app.store.statements``) on one connection: the
-database clock, whether the server runs autovacuum, counts per session, the
-age of the oldest available lead per session, the sessions' settings (weight,
+One ``snapshot`` is eleven statements (``app.store.statements``) on one connection: the
+database clock, whether the server runs autovacuum, counts per session (and the blocked
+leads), the age of the oldest available lead per session, the sessions' settings (weight,
 cap, rate), completions and wasted attempts per minute over the last
-``WINDOW_MINUTES`` (from the ledger), the leases closest to expiry and the
-latest failures. Part of the domain, as the report
-is: the dashboard (``app.dashboard``) shapes it, and knows no SQL.
+``WINDOW_MINUTES`` (from the ledger), the leases closest to expiry, the
+latest failures, and the signal to scale on's two reads of the last minute: the leads
+finished (``completions_all``, for each session's suggested workers, as ``GET /scaling``
+computes them) and the seconds the leases that ended lasted (``lease_seconds_recent``: each
+session's share of the workers' time, as fair share by time measures it). Part of the
+domain, as the report is: the dashboard (``app.dashboard``) shapes it, and knows no SQL.
 
 The window is read through index ``lead_events_outcomes_at`` (the ends of
 attempts by time), so its cost follows the events in the window, not the size
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import cast
 
+from app.domain import scaling
 from app.domain.queue import Queue, counts_by_session, settings_of
 from app.store import statements
 from app.store.pool import Connection, Row, execute
@@ -34,13 +38,17 @@ FAILURES = 10
 @dataclass(frozen=True, slots=True)
 class SessionView:
     """One session's line: counts (with its oldest available lead's age), its last minutes,
-    and its settings (None for the total, which has none)."""
+    and its settings (None for the total, which has none); the seconds workers held its leads
+    over the leases that ended in the last minute, and the workers it calls for (the
+    signal to scale on's, for its default target wait; the total's: one pool for all)."""
 
     name: str
     counts: Counts
     completed_per_minute: list[int] = field(default_factory=lambda: [0] * WINDOW_MINUTES)
     wasted_per_minute: list[int] = field(default_factory=lambda: [0] * WINDOW_MINUTES)
     settings: SessionSettings | None = None
+    lease_seconds: float = 0.0
+    suggested_workers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +95,7 @@ Rows = list[Row]
 
 async def _read(
     conn: Connection,
-) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows, Rows]:
+) -> tuple[datetime, bool, Rows, Rows, Rows, Rows, Rows, Rows, Rows, Rows, Rows]:
     [now] = await execute(conn, statements.db_now())
     [autovacuum] = await execute(conn, statements.autovacuum())
     return (
@@ -100,7 +108,17 @@ async def _read(
         await execute(conn, statements.per_minute(window_minutes=WINDOW_MINUTES)),
         await execute(conn, statements.expiring(limit=EXPIRING)),
         await execute(conn, statements.failures(limit=FAILURES)),
+        await execute(conn, statements.completions_all(window_s=scaling.WINDOW_S, now=None)),
+        await execute(conn, statements.lease_seconds_recent(window_s=scaling.WINDOW_S, now=None)),
     )
+
+
+def _workers(name: str, counts: Counts, finished: int) -> int:
+    """The workers ``counts`` call for, ``finished`` leads in the last minute, at the signal's
+    default target wait (``GET /scaling``'s answer without ``target_wait_s``)."""
+    return scaling.scaling_of(
+        name, counts, finished, scaling.DEFAULT_TARGET_WAIT_S
+    ).suggested_workers
 
 
 async def snapshot(
@@ -123,7 +141,11 @@ async def snapshot(
         minute_rows,
         expiring_rows,
         failure_rows,
+        recent_rows,
+        lease_rows,
     ) = await queue.db.run(_read)
+    finished = {r["session"]: int(r["n"]) for r in recent_rows}
+    held = {r["session"]: float(r["seconds"]) for r in lease_rows}
     counts = counts_by_session(counts_rows, oldest_rows, blocked_rows)
     settings = {r["session"]: settings_of(r) for r in settings_rows}
     completed: dict[str, list[int]] = {}
@@ -132,7 +154,7 @@ async def snapshot(
         slot = WINDOW_MINUTES - 1 - int(row["ago"])
         completed.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["completed"])
         wasted.setdefault(row["session"], [0] * WINDOW_MINUTES)[slot] += int(row["wasted"])
-    names = set(counts) | set(completed) | set(settings)
+    names = set(counts) | set(completed) | set(settings) | set(held)
     if visible is not None:
         names = {name for name in names if visible(name)}
         expiring_rows = [row for row in expiring_rows if visible(row["session"])]
@@ -144,6 +166,8 @@ async def snapshot(
             completed.get(name, [0] * WINDOW_MINUTES),
             wasted.get(name, [0] * WINDOW_MINUTES),
             settings.get(name, SessionSettings()),
+            held.get(name, 0.0),
+            _workers(name, counts.get(name, Counts()), finished.get(name, 0)),
         )
         for name in names
     ]
@@ -156,6 +180,10 @@ async def snapshot(
         total,
         [sum(v.completed_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
         [sum(v.wasted_per_minute[i] for v in views) for i in range(WINDOW_MINUTES)],
+        lease_seconds=sum(v.lease_seconds for v in views),
+        suggested_workers=_workers(
+            scaling.FLEET, total, sum(finished.get(v.name, 0) for v in views)
+        ),
     )
     if search:
         views = [view for view in views if search.casefold() in view.name.casefold()]

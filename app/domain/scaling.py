@@ -10,6 +10,7 @@ of ``leads_terminal_updated``): none scans the backlog. Knows nothing of HTTP.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
 
 from app.domain import validation
@@ -79,6 +80,26 @@ async def completed_by_session(queue: Queue, *, now: datetime | None = None) -> 
     """Leads finished in the last minute, per session that finished any."""
     rows = await queue.db.rows(statements.completions_all(window_s=WINDOW_S, now=now))
     return {row["session"]: int(row["n"]) for row in rows}
+
+
+async def lease_seconds_by_session(
+    queue: Queue, *, now: datetime | None = None
+) -> dict[str, float]:
+    """The seconds the workers held each session's leads, over the leases that ended in the
+    last minute (docs/beyond.md#fair-share-by-time): what fair share by time measures, per
+    session that ended any. One statement, a range of ``lead_events_outcomes_at``."""
+    rows = await queue.db.rows(statements.lease_seconds_recent(window_s=WINDOW_S, now=now))
+    return {row["session"]: float(row["seconds"]) for row in rows}
+
+
+def time_shares(lease_seconds: dict[str, float], sessions: Iterable[str]) -> dict[str, float]:
+    """Each of ``sessions``' share (0 to 1) of the lease seconds of them all; {} when none of
+    them held a lease that ended."""
+    names = list(sessions)
+    total = sum(lease_seconds.get(name, 0.0) for name in names)
+    if total <= 0:
+        return {}
+    return {name: lease_seconds.get(name, 0.0) / total for name in names}
 
 
 def fleet_scaling(

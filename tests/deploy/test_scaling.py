@@ -236,6 +236,7 @@ def test_every_statement_is_classified() -> None:
         "completions_all",
         "ledger_head",
         "lease_seconds",
+        "lease_seconds_recent",
         "paused_all",
         "blocked",
         "prune",

@@ -211,3 +211,13 @@ SELECT (SELECT sum(completed) FROM ({window.text}) AS shown) AS shown,
     assert found["expected"] and 0 < found["expected"] < 50_000
     assert found["shown"] == found["expected"]
     assert minutes <= set(range(overview.WINDOW_MINUTES))
+
+    # Each session's lease seconds of the last minute (the dashboard's time share, /metrics'
+    # leaseq_lease_seconds_per_second): the same range of the same index, each end joined to
+    # its lease through lead_events_session_lead; never the whole ledger.
+    recent = statements.lease_seconds_recent(window_s=60.0, now=None)
+    plan = await _plan(db, recent)
+    assert "lead_events_outcomes_at" in plan, plan
+    assert "lead_events_session_lead" in plan, plan
+    assert "Seq Scan on lead_events" not in plan, plan
+    assert isinstance(await db.rows(recent), list)  # runs (its sums: tests/api/test_time_share.py)

@@ -96,12 +96,24 @@
     return node;
   }
 
+  // Its share of the workers' time: the seconds its leases that ended in the last minute
+  // lasted, against every session's ("–": none ended); the seconds in its title.
+  function timeShare(s) {
+    const share = s.time_share;
+    const td = cell(share === null || share === undefined ? null : Math.round(100 * share) + "%", "share");
+    td.title = (Math.round(10 * s.lease_seconds) / 10) + " lease-seconds, last minute";
+    td.dataset.leaseSeconds = String(s.lease_seconds);
+    return td;
+  }
+
   function sessionRow(s, link) {
     const tr = document.createElement("tr");
     tr.dataset.session = s.name;
     tr.appendChild(link ? linked(s.name, "#session=" + encodeURIComponent(s.name)) : cell(s.name));
     for (const status of STATUSES) tr.appendChild(cell(s[status], "n-" + status));
     tr.appendChild(cell(age(s.oldest_available_age_s), "oldest"));
+    tr.appendChild(timeShare(s));
+    tr.appendChild(cell(s.suggested_workers, "workers"));
     tr.appendChild(cell(s.weight, "weight"));
     const capped = s.max_leased !== null && s.leased >= s.max_leased;
     tr.appendChild(cell(s.max_leased === null ? null : s.leased + " / " + s.max_leased,

@@ -25,7 +25,7 @@ from app.store.statements.dependencies import (
     dependency_targets,
     dependents,
 )
-from app.store.statements.fairness import lease_seconds, ledger_head
+from app.store.statements.fairness import lease_seconds, lease_seconds_recent, ledger_head
 from app.store.statements.fences import fence_key
 from app.store.statements.fragments import (
     LEAD_COLUMNS,
@@ -205,6 +205,7 @@ __all__ = [
     "lease_limited",
     "lease_next",
     "lease_seconds",
+    "lease_seconds_recent",
     "lease_together",
     "ledger_head",
     "list_leads",

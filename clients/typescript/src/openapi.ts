@@ -606,9 +606,10 @@ export interface paths {
         };
         /**
          * Get Metrics
-         * @description Prometheus text format: the counters of every server process, and lead counts read
-         *     from the database now (left out while it does not answer); for a scoped token, the
-         *     counts of its own sessions only.
+         * @description Prometheus text format: the counters of every server process, and lead counts, the
+         *     signal to scale on and each session's lease seconds of the last minute read from the
+         *     database now (left out while it does not answer); for a scoped token, those of its own
+         *     sessions only.
          */
         get: operations["getMetrics"];
         put?: never;
@@ -649,8 +650,9 @@ export interface paths {
         };
         /**
          * Get Dashboard Data
-         * @description What the dashboard shows: per session its counts, oldest available lead, settings and
-         *     completions per minute; the leases closest to expiry; the latest failures; the schedules
+         * @description What the dashboard shows: per session its counts, oldest available lead, settings,
+         *     completions per minute, share of the workers' time over the last minute and suggested
+         *     workers; the leases closest to expiry; the latest failures; the schedules
          *     with their next ticks. With `search`, only the sessions whose name holds it (in any
          *     case). A scoped token sees its own sessions only; `access` says what the page may offer
          *     it (`operate`: cancel and retry).
