@@ -424,6 +424,8 @@ async def complete_batch(
         for item in body.items
     ]
     await access.changes_leads(principal, runtime.tokens, [item.lead_id for item in items])
+    if leasing is not None:  # a key used for another request completes nothing either
+        await runtime.leasing.refuse_reused_key(leasing)
     results = await runtime.queue.complete_many(items)
     for item, result in zip(items, results, strict=True):
         if result.ok:

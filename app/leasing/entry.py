@@ -109,9 +109,10 @@ class Leasing:
 
         One statement for a request of one session without limits
         (``SessionLeases.complete_and_lease``); otherwise, or when that statement changed
-        nothing, the completion (``Queue.complete``) and then ``lease``. A lease that took
-        nothing and may wait goes on waiting in ``lease``. Raises LeaseLost (and leases
-        nothing), InvalidInput."""
+        nothing, the completion (``Queue.complete``) and then ``lease``, a keyed request's
+        key checked first (``refuse_reused_key``). A lease that took nothing and may wait
+        goes on waiting in ``lease``. Raises LeaseLost (and leases nothing), InvalidInput
+        (and completes nothing)."""
         one = request.session
         if one is not None:
             [result] = self.queue.checked_completions([item], batch=False)
@@ -124,10 +125,17 @@ class Leasing:
                 if leased is not None and (leased.leases or request.wait_s == 0):
                     return lead, leased.leases
                 return lead, await self.lease(request, gone=gone, now=now)
+        await self.refuse_reused_key(request)
         lead = await self.queue.complete(
             item.lead_id, item.token, item.status, item.result, item.error, now=now
         )
         return lead, await self.lease(request, gone=gone, now=now)
+
+    async def refuse_reused_key(self, request: LeaseRequest) -> None:
+        """Raise InvalidInput when ``request``'s key was used for another request: a
+        completion with ``next`` checks it before it completes in two steps, so its 422
+        changes nothing (``SessionLeases.refuse_reused_key``)."""
+        await self.sessions.refuse_reused_key(request)
 
     async def lease_next(
         self,

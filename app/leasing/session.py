@@ -178,6 +178,27 @@ class SessionLeases:
         answer = idempotency.answer_for(asked, found[0]["request"], found[0]["answer"])
         return (await self.queue.db.run(lambda conn: _decode(conn, answer, now))).leases
 
+    async def refuse_reused_key(self, request: LeaseRequest) -> None:
+        """Raise InvalidInput when ``request``'s key names another request already; nothing
+        when it has no key, its key is free, or names this very request (a retry).
+
+        One read of the key, by a keyed request only: on a cluster by its session (its
+        shard), on one PostgreSQL by ``(verb, key)``, where a key is one whatever its
+        session (revision 0026), as the lease's own claim would find it."""
+        key = request.idempotency_key
+        if key is None:
+            return
+        await self.queue.db.know_topology()
+        if self.queue.sharded:
+            session = idempotency.session_of(request.session)
+            look = statements.remembered(session=session, verb="lease", key=key)
+        else:
+            look = statements.remembered_anywhere(verb="lease", key=key)
+        found = await self.queue.db.rows(look)
+        if found:
+            asked = idempotency.fingerprint(request.stands_for(self._ttl(request)))
+            idempotency.answer_for(asked, found[0]["request"], found[0]["answer"])
+
     async def complete_and_lease(
         self,
         session: str,
@@ -190,13 +211,17 @@ class SessionLeases:
         ``request``'s lease of ``session``, in one statement (``statements.complete_and_lease``).
 
         None when it changed nothing: the completion was refused or made before (a retry),
-        the session is out of the request's scope or known to be limited, or a first try
-        with the same key committed meanwhile. The caller then completes and leases in two
+        its key was used for another request, the session is out of the request's scope or
+        known to be limited, or a first try with the same key committed meanwhile; and on a
+        cluster when the lead completed is of another session (its token's) than the lease:
+        then no one statement is of one shard. The caller then completes and leases in two
         steps, which say why. Else the lead completed, and the leases, or None when the
         session turned out limited: the caller leases it then."""
         if not in_scope(request.scope, session) or session in self._limited:
             return None
         await self.queue.db.know_topology()  # its statements name the session on a cluster
+        if self.queue.sharded and lease_tokens.session_of(item.token) != session:
+            return None  # two sessions: two steps, each routed to its own (docs/scaling.md)
         call = self._call(session, request)
         together = self._together_of(request, call, [item], [result], gated=True)
         took = await self._take(session, now, together)

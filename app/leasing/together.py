@@ -145,21 +145,27 @@ async def take_together(
 
 
 def _keyed_apart(queue: Queue, calls: Sequence[Together]) -> bool:
-    """Whether ``calls`` is one keyed lease on a cluster: ``lease_keyed`` without its key's
-    row, which ``_lease_then_remember`` writes after it (``statements.lease_keyed``)."""
+    """Whether ``calls`` is one keyed call on a cluster, a lease or a completion with next:
+    ``lease_keyed`` or ``complete_and_lease`` without its key's row, which
+    ``_lease_then_remember`` writes after it (``statements.lease_keyed``)."""
     [call, *others] = calls
-    return queue.sharded and not others and call.key is not None and not call.items
+    return queue.sharded and not others and call.key is not None
 
 
 async def _lease_then_remember(
     conn: Connection, statement: Statement, call: Together, now: datetime | None
 ) -> list[Row]:
-    """A keyed lease, then its key's answer when it leased, in one transaction: two router
-    statements on the session's shard. A first try that committed the key meanwhile makes
-    the second fail (unique_violation), and the lease with it."""
+    """A keyed lease (or completion with next), then its key's answer when it leased, in one
+    transaction: two router statements on the session's shard. A first try that committed
+    the key meanwhile makes the second fail (unique_violation), and the lease (and the
+    completion) with it."""
     async with conn.transaction():
         rows = await execute(conn, statement)
-        leased = [[row["id"], row["lease_token"]] for row in rows if row["id"] is not None]
+        leased = [
+            [row["id"], row["lease_token"]]
+            for row in rows
+            if row["id"] is not None and not row.get("completion")
+        ]
         if leased:
             answer = json.dumps({"ttl_s": call.call.ttl, "leases": leased})
             remember = statements.remember_key(
@@ -222,6 +228,7 @@ def _alone(queue: Queue, session: str, now: datetime | None, call: Together) -> 
             notify_ended=queue.notify_ended,
             keyed=call.key is not None,
             routed=queue.sharded and lease_tokens.session_of(item.token) == session,
+            remember=not queue.sharded,
             key=call.key,
             key_session=call.key_session,
             request=call.asked,

@@ -68,6 +68,7 @@ async def test_a_bad_next_changes_nothing(client: httpx.AsyncClient) -> None:
         {"session": "s", "owner": "w2", "max": 0},
         {"session": "s", "sessions": ["s"], "owner": "w2"},
         {"session": "s", "owner": "w2", "unknown": 1},
+        {"session": "s", "owner": "w2", "key": "k"},  # a key is the Idempotency-Key header
     ):
         refused = await client.post("/complete", json=completion(lease, next=bad))
         shapes.problem(refused, 422, "validation_error")
@@ -98,6 +99,65 @@ async def test_a_retry_with_its_key_gets_the_same_lead_and_the_same_leases(
         lease["lead"]["id"] for lease in first.json()["leases"]
     )
     shapes.counts((await client.get("/sessions/s/stats")).json(), done=1, leased=3)
+
+
+async def test_a_key_sent_before_with_another_next_refuses_the_completion_too(
+    client: httpx.AsyncClient,
+) -> None:
+    """The same key with another request answers 422 and changes nothing: the completion it
+    came with is not made either, so the worker still holds its lead."""
+    await push(client, "s", *({"payload": {"n": n}} for n in range(4)))
+    a = await lease_one(client, "s")
+    b = await lease_one(client, "s")
+    key = {"Idempotency-Key": "c0ffee00-0000-4000-8000-000000000001"}
+    first = await client.post("/complete", json=completion(a, next=NEXT), headers=key)
+    assert first.status_code == 200 and len(first.json()["leases"]) == 1
+
+    for other in (NEXT | {"max": 2}, NEXT | {"owner": "w3"}):
+        refused = await client.post("/complete", json=completion(b, next=other), headers=key)
+        shapes.problem(refused, 422, "validation_error")
+    shapes.counts((await client.get("/sessions/s/stats")).json(), done=1, leased=2, queued=1)
+    assert await ledger(client, b["lead"]["id"]) == ["pushed", "leased"]
+    # Nor by a batch's.
+    batch = {"items": [completion(b)], "next": NEXT | {"max": 3}}
+    refused = await client.post("/complete/batch", json=batch, headers=key)
+    shapes.problem(refused, 422, "validation_error")
+    shapes.counts((await client.get("/sessions/s/stats")).json(), done=1, leased=2, queued=1)
+    assert await ledger(client, b["lead"]["id"]) == ["pushed", "leased"]
+    # The holder's own lease stands: a new key completes it and leases.
+    fresh = {"Idempotency-Key": "c0ffee00-0000-4000-8000-000000000002"}
+    done = await client.post("/complete", json=completion(b, next=NEXT), headers=fresh)
+    assert done.status_code == 200 and len(done.json()["leases"]) == 1
+    shapes.counts((await client.get("/sessions/s/stats")).json(), done=2, leased=2)
+
+
+async def test_a_keyed_completion_with_next_into_another_session(
+    client: httpx.AsyncClient,
+) -> None:
+    """A completion of a lead of one session whose next leases another: the lead is done in
+    its session, the lease taken in the other, and a retry with the key gets both again."""
+    [first] = await push(client, "s", {"payload": {}})
+    elsewhere = await push(client, "t", {"payload": {"n": 1}, "priority": 1}, {"payload": {}})
+    lease = await lease_one(client, "s")
+    key = {"Idempotency-Key": "c0ffee00-0000-4000-8000-000000000003"}
+    body = completion(lease, next={"session": "t", "owner": "w2"})
+
+    answer = await client.post("/complete", json=body, headers=key)
+    assert answer.status_code == 200, answer.text
+    shapes.lead(answer.json()["lead"], status="done", owner="w1")
+    [taken] = answer.json()["leases"]
+    assert taken["lead"]["id"] == elsewhere[0] and taken["lead"]["session"] == "t"
+    again = await client.post("/complete", json=body, headers=key)
+    assert again.status_code == 200 and again.json() == answer.json()
+    shapes.counts((await client.get("/sessions/s/stats")).json(), done=1)
+    shapes.counts((await client.get("/sessions/t/stats")).json(), leased=1, queued=1)
+    assert await ledger(client, first) == ["pushed", "leased", "completed"]
+    assert await ledger(client, elsewhere[0]) == ["pushed", "leased"]
+
+    # A stale token there leases nothing in the other session either.
+    stale = completion(lease, token="stale", next={"session": "t", "owner": "w2"})
+    shapes.problem(await client.post("/complete", json=stale), 409, "lease_lost")
+    shapes.counts((await client.get("/sessions/t/stats")).json(), leased=1, queued=1)
 
 
 async def test_complete_batch_with_next_answers_items_then_leases(

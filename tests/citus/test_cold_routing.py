@@ -276,6 +276,44 @@ async def verb_complete_next(cold: Cold) -> Callable[[httpx.Client], Any]:
     return lambda c: ok(c.post("/complete", json=body))
 
 
+async def verb_complete_next_keyed(cold: Cold) -> Callable[[httpx.Client], Any]:
+    [(lead_id, token)] = await cold.lease()
+    await cold.pushed()
+    body = {"lead_id": lead_id, "token": token, "next": {"session": cold.session, "owner": "w"}}
+    headers = {"Idempotency-Key": "complete-next-1"}
+    return lambda c: ok(c.post("/complete", json=body, headers=headers))
+
+
+async def verb_complete_next_keyed_again(cold: Cold) -> Callable[[httpx.Client], Any]:
+    """A keyed completion with next sent again after its answer was lost: the completion
+    found made (``completed_already``), the key's leases handed back (``valid_leases``)."""
+    [(lead_id, token)] = await cold.lease()
+    await cold.pushed()
+    body = {"lead_id": lead_id, "token": token, "next": {"session": cold.session, "owner": "w"}}
+    headers = {"Idempotency-Key": "complete-next-1"}
+
+    def twice(client: httpx.Client) -> None:
+        first = ok(client.post("/complete", json=body, headers=headers)).json()
+        assert ok(client.post("/complete", json=body, headers=headers)).json() == first
+
+    return twice
+
+
+async def verb_complete_batch_next(cold: Cold) -> Callable[[httpx.Client], Any]:
+    items = [{"lead_id": i, "token": t} for i, t in await cold.lease(2)]
+    await cold.pushed()
+    body = {"items": items, "next": {"session": cold.session, "owner": "w", "max": 2}}
+    return lambda c: ok(c.post("/complete/batch", json=body))
+
+
+async def verb_complete_batch_next_keyed(cold: Cold) -> Callable[[httpx.Client], Any]:
+    items = [{"lead_id": i, "token": t} for i, t in await cold.lease(2)]
+    await cold.pushed()
+    body = {"items": items, "next": {"session": cold.session, "owner": "w", "max": 2}}
+    headers = {"Idempotency-Key": "complete-batch-next-1"}
+    return lambda c: ok(c.post("/complete/batch", json=body, headers=headers))
+
+
 async def verb_complete_batch(cold: Cold) -> Callable[[httpx.Client], Any]:
     items = [{"lead_id": i, "token": t} for i, t in await cold.lease(2)]
     return lambda c: ok(c.post("/complete/batch", json={"items": items}))
@@ -415,3 +453,42 @@ async def test_a_fresh_service_routes_the_verb_to_its_session(
     assert not not_routed, not_routed
     # It knew where it runs before its first request, and said so once.
     assert log.count("the database is a Citus cluster") == 1, log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [None, "elsewhere-1"])
+async def test_a_completion_whose_next_names_another_session_routes_each_step_to_its_own(
+    cold_url: str, setup_queue: Queue, tmp_path: Path, key: str | None
+) -> None:
+    """A completion with next of two sessions (the lead's, the lease's) names two shards: it
+    takes two steps, the completion routed to its lead's session (its token's), then the lease
+    (and its key) routed to the other's, each committed on its own. Sent again with its key,
+    it answers the same."""
+    done, other = (f"cold-apart-{key is not None}-{name}" for name in ("done", "next"))
+    cold = Cold(cold_url, setup_queue, Services(tmp_path), done)
+    [(lead_id, token)] = await cold.lease()
+    [next_id] = (await setup_queue.push(other, [NewLead({})])).ids
+    body = {"lead_id": lead_id, "token": token, "next": {"session": other, "owner": "w"}}
+    headers = {} if key is None else {"Idempotency-Key": key}
+    answers: list[Any] = []
+
+    def request(client: httpx.Client) -> None:
+        answers.append(ok(client.post("/complete", json=body, headers=headers)).json())
+        if key is not None:
+            answers.append(ok(client.post("/complete", json=body, headers=headers)).json())
+
+    try:
+        service = cold.fresh()
+        before = _snapshot(cold_url)
+        await asyncio.to_thread(_one_at_a_time, service, [request])
+        ran = _ran(before, _snapshot(cold_url))
+    finally:
+        cold.services.close()
+    assert answers[0]["lead"]["status"] == "done"
+    assert [lease["lead"]["id"] for lease in answers[0]["leases"]] == [next_id]
+    assert all(answer == answers[0] for answer in answers)
+    not_routed = [one for one in ran if one.partition_key not in (done, other)]
+    assert not not_routed and all(one.executor == "adaptive" for one in ran), ran
+    assert {one.partition_key for one in ran} == {done, other}, ran
+    assert (await setup_queue.stats(done)).done == 1
+    assert (await setup_queue.stats(other)).leased == 1

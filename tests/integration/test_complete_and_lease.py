@@ -17,7 +17,7 @@ import pytest
 
 from app.domain.queue import Queue
 from app.leasing.request import LeaseRequest
-from leaseq.errors import LeaseLost
+from leaseq.errors import InvalidInput, LeaseLost
 from leaseq.model import CompleteItem, Counts, Lease, SessionSettings
 from tests.integration.test_concurrency import push_all, queues, within_deadline
 from tests.support import T0, at, fetch, leads, leasing_of, statements_run
@@ -131,6 +131,34 @@ async def test_next_of_another_session_leases_there(queue: Queue) -> None:
     held = await leased_one(queue, "a")
     lead, [lease] = await leasing_of(queue).complete_and_lease(done(held), next_of("b"), now=at(1))
     assert (lead.session, lead.status, lease.lead.session) == ("a", "done", "b")
+
+
+async def test_a_key_of_another_request_completes_nothing_in_either_way(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key that named another request (here a lease of session a) refuses a completion with
+    next, in one statement (a next of one session) or in two steps (a next across sessions;
+    on one PostgreSQL a key is one whatever its session): InvalidInput, the lead still held,
+    its ledger unchanged. An unkeyed completion reads no key."""
+    await queue.push("a", leads(2), now=T0)
+    await queue.push("s", leads(2), now=T0)
+    held = await leased_one(queue)
+    leasing = leasing_of(queue)
+    await leasing.lease(LeaseRequest.checked("w", session="a", idempotency_key="k"), now=T0)
+    ran = statements_run(monkeypatch)
+    for request in (
+        next_of(idempotency_key="k"),
+        LeaseRequest.checked("w", sessions=["a", "s"], idempotency_key="k"),
+    ):
+        with pytest.raises(InvalidInput, match="another request"):
+            await leasing.complete_and_lease(done(held), request, now=at(1))
+    assert "complete_many" not in ran and "remembered_anywhere" in ran
+    assert (await queue.get(held.lead.id)).status == "leased"
+    events = await fetch(queue.db, f"SELECT event FROM lead_events WHERE lead_id = {held.lead.id}")
+    assert [row["event"] for row in events] == ["pushed", "leased"]
+    ran.clear()
+    lead, _ = await leasing.complete_and_lease(done(held), next_of(), now=at(1))
+    assert lead.status == "done" and ran == ["complete_and_lease"]
 
 
 @pytest.mark.timeout(120)

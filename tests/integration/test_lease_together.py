@@ -21,7 +21,7 @@ from app.leasing.entry import Leasing
 from app.leasing.request import LeaseRequest
 from app.store import statements
 from app.store.pool import libpq_url
-from leaseq.errors import LeaseLost
+from leaseq.errors import InvalidInput, LeaseLost
 from leaseq.model import CompleteItem, Counts, Lease, SessionSettings
 from tests.integration.test_concurrency import push_all
 from tests.support import T0, at, fetch, leads, statements_run
@@ -116,6 +116,38 @@ async def test_in_one_group_a_refused_completion_leases_nothing_and_a_retried_ke
     keys = {row["key"] for row in await fetch(queue.db, "SELECT key FROM idempotency_keys")}
     assert keys == {"again", "x", "a", "d"}  # the refused caller's key stays free
     assert await queue.stats("s") == Counts(done=2, leased=1 + 2 + 2 + 1, queued=2)
+
+
+async def test_in_one_group_a_key_used_for_another_request_completes_nothing(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A completion with next whose key a committed request holds for another request,
+    grouped with others: its lead is not completed (its 422 changes nothing), while the
+    others of its statement complete and lease; nothing is written under its key."""
+    await queue.push("s", leads(8), now=T0)
+    leasing = Leasing(queue)
+    first, second, third = await held(leasing, 3)
+    [kept] = await leasing.lease(keyed("used", max=1), now=T0)  # the key's first request
+    ran = statements_run(monkeypatch)
+
+    async def refused() -> None:
+        with pytest.raises(InvalidInput, match="another request"):
+            await leasing.complete_and_lease(done(second), keyed("used", max=2), now=at(1))
+
+    (_, [a]), _, (_, [c]) = await asyncio.gather(
+        leasing.complete_and_lease(done(first), keyed("a"), now=at(1)),
+        refused(),
+        leasing.complete_and_lease(done(third), keyed("c"), now=at(1)),
+    )
+    assert ran[0] == "lease_together" and "complete_many" not in ran
+    assert await events_of(queue, second.lead.id) == ["pushed", "leased"]
+    assert (await queue.get(second.lead.id)).status == "leased"
+    answers = await fetch(queue.db, "SELECT answer FROM idempotency_keys WHERE key = 'used'")
+    assert [row["answer"]["leases"] for row in answers] == [[[kept.lead.id, kept.token]]]
+    assert await queue.stats("s") == Counts(done=2, leased=4, queued=2)  # second, kept, a, c
+    # The holder's lease stands: completed under a key of its own, it leases.
+    lead, [_] = await leasing.complete_and_lease(done(second), keyed("b"), now=at(2))
+    assert lead.status == "done" and {a.lead.id, c.lead.id}.isdisjoint({kept.lead.id})
 
 
 async def test_a_limited_session_completes_in_the_group_and_leases_under_its_cap(

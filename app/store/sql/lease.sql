@@ -497,13 +497,17 @@ ORDER BY priority DESC, id;
 -- false; no completion row: the lease was refused (or was completed before) and nothing
 -- changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
 -- rate: the completion is done, the lease is left to the limited path), and with ``keyed``
--- the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+-- the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does;
+-- a key held for another request (its fingerprint not ``request``) completes nothing
+-- either, so the caller's 422 changes nothing.
 -- ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
--- whole statement runs on that session's shard.
+-- whole statement runs on that session's shard. ``remember`` off (a cluster, with
+-- ``keyed``): the key's answer is written by ``remember_key`` right after, in the same
+-- transaction, as ``lease_keyed``'s is (Citus plans the ``INSERT … SELECT`` of a CTE apart).
 --
 -- parameters: lead_id, token, status, result, error, session, max, owner, tokens, ttl_s, now, ledger_by_row, notify_ended, key, key_session, request, api_token
 
--- name: complete_and_lease (ledger=True, keyed=True, routed=True)
+-- name: complete_and_lease (ledger=True, keyed=True, routed=True, remember=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -512,6 +516,10 @@ revoked AS (
     SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -522,16 +530,12 @@ completed AS (
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
     RETURNING l.*
 ),
 completion_ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
-),
-known AS (
-    SELECT request, answer FROM idempotency_keys
-    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -611,7 +615,7 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=True, keyed=True, routed=False)
+-- name: complete_and_lease (ledger=True, keyed=True, routed=True, remember=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -620,6 +624,10 @@ revoked AS (
     SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
 ),
 req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
@@ -630,16 +638,112 @@ completed AS (
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
     FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
     RETURNING l.*
 ),
 completion_ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=True, routed=False, remember=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 known AS (
     SELECT request, answer FROM idempotency_keys
     WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -719,7 +823,107 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=True, keyed=False, routed=True)
+-- name: complete_and_lease (ledger=True, keyed=True, routed=False, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=False, routed=True, remember=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -813,7 +1017,101 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=True, keyed=False, routed=False)
+-- name: complete_and_lease (ledger=True, keyed=False, routed=True, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=True, keyed=False, routed=False, remember=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -907,107 +1205,7 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=False, keyed=True, routed=True)
-WITH paused AS (
-    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
-),
-revoked AS (
-    -- A column of its own: Citus cannot carry a CTE without one between its steps.
-    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
-        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
-          AND (expires_at IS NULL OR expires_at > now()))
-),
-req AS (
-    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
-           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
-),
-completed AS (
-    UPDATE leads AS l
-    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
-        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
-    FROM req
-    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
-    RETURNING l.*
-),
-known AS (
-    SELECT request, answer FROM idempotency_keys
-    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
-),
-limited AS (
-    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
-    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
-    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
-),
-ready AS (
-    SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
-      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
-    ORDER BY priority DESC, id
-    LIMIT %(max)s
-    FOR UPDATE SKIP LOCKED
-),
-due AS (
-    SELECT id, priority, concurrency_key FROM leads
-    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
-    ORDER BY available_at
-    LIMIT 100
-    FOR UPDATE SKIP LOCKED
-),
-picked AS (
-    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
-    ORDER BY priority DESC, id
-    LIMIT %(max)s
-),
-numbered AS (
-    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
-    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
-    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
-    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
-),
-promoted AS (
-    UPDATE leads AS l SET scheduled = false
-    FROM due
-    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
-),
-leased AS (
-    UPDATE leads AS l
-    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
-        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
-        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
-            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
-        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
-    FROM numbered
-    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
-    WHERE l.id = numbered.id AND l.session = %(session)s
-    RETURNING l.*
-),
-remembered AS (
-    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
-    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
-        'ttl_s', %(ttl_s)s::float8,
-        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
-    FROM leased
-    HAVING count(*) > 0
-)
-SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
-               CASE WHEN count(*) > 350 THEN '*'
-                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
-        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
-              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
-              LIMIT 351) AS ended
-        HAVING count(*) > 0) AS ended_notified
-FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
-             (SELECT request FROM known) AS known_request,
-             (SELECT answer FROM known) AS known_answer) AS gate
-LEFT JOIN (
-    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
-    UNION ALL
-    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
-) AS answered ON true
-ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
-
--- name: complete_and_lease (ledger=False, keyed=True, routed=False)
+-- name: complete_and_lease (ledger=True, keyed=False, routed=False, remember=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -1029,9 +1227,103 @@ completed AS (
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
     RETURNING l.*
 ),
+completion_ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+ledger AS (
+    INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
+    SELECT id, session, 'leased', status, attempts, owner, %(now)s::timestamptz, lease_expires_at FROM leased
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=True, routed=True, remember=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
 known AS (
     SELECT request, answer FROM idempotency_keys
     WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
 ),
 limited AS (
     -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
@@ -1107,7 +1399,291 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=False, keyed=False, routed=True)
+-- name: complete_and_lease (ledger=False, keyed=True, routed=True, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=True, routed=False, remember=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+),
+remembered AS (
+    INSERT INTO idempotency_keys (session, verb, key, request, created_at, answer)
+    SELECT %(key_session)s, 'lease', %(key)s, %(request)s, %(now)s::timestamptz, jsonb_build_object(
+        'ttl_s', %(ttl_s)s::float8,
+        'leases', jsonb_agg(jsonb_build_array(id, lease_token) ORDER BY priority DESC, id))
+    FROM leased
+    HAVING count(*) > 0
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=True, routed=False, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+known AS (
+    SELECT request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = %(key)s
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM known) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited,
+             (SELECT request FROM known) AS known_request,
+             (SELECT answer FROM known) AS known_answer) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=False, routed=True, remember=True)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -1193,7 +1769,179 @@ LEFT JOIN (
 ) AS answered ON true
 ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 
--- name: complete_and_lease (ledger=False, keyed=False, routed=False)
+-- name: complete_and_lease (ledger=False, keyed=False, routed=True, remember=False)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.session = %(session)s
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=False, routed=False, remember=True)
+WITH paused AS (
+    SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
+),
+revoked AS (
+    -- A column of its own: Citus cannot carry a CTE without one between its steps.
+    SELECT true AS revoked WHERE %(api_token)s::text IS NOT NULL AND NOT EXISTS (
+        SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
+          AND (expires_at IS NULL OR expires_at > now()))
+),
+req AS (
+    SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
+           %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
+),
+completed AS (
+    UPDATE leads AS l
+    SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
+        lease_expires_at = NULL, updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'completed' END
+    FROM req
+    WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz
+    RETURNING l.*
+),
+limited AS (
+    -- A cap or a rate: leased under the session's lock instead (lease_limited). A CTE
+    -- has a column: Citus reads a CTE without one back wrongly (docs/scaling.md).
+    SELECT session FROM session_settings WHERE session = %(session)s AND (max_leased IS NOT NULL OR rate_per_s IS NOT NULL OR max_leased_per_key IS NOT NULL)
+),
+ready AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND status = 'queued' AND NOT scheduled
+      AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+    FOR UPDATE SKIP LOCKED
+),
+due AS (
+    SELECT id, priority, concurrency_key FROM leads
+    WHERE session = %(session)s AND scheduled AND available_at <= %(now)s::timestamptz AND EXISTS (SELECT FROM completed) AND NOT EXISTS (SELECT FROM limited) AND NOT EXISTS (SELECT FROM paused) AND NOT EXISTS (SELECT FROM revoked)
+    ORDER BY available_at
+    LIMIT 100
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT id, priority FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, id
+    LIMIT %(max)s
+),
+numbered AS (
+    -- Slot n's token and holder are read here, not in the UPDATE: an array subscript in
+    -- an UPDATE's SET crashes Citus 13.2's planner (docs/scaling.md).
+    SELECT id, (%(tokens)s::text[])[n] AS token, %(owner)s AS owner, %(ttl_s)s::float8 AS ttl_s
+    FROM (SELECT id, row_number() OVER (ORDER BY priority DESC, id) AS n FROM picked) AS slots
+),
+promoted AS (
+    UPDATE leads AS l SET scheduled = false
+    FROM due
+    WHERE l.id = due.id AND l.session = %(session)s AND due.id NOT IN (SELECT id FROM picked)
+),
+leased AS (
+    UPDATE leads AS l
+    SET status = 'leased', owner = numbered.owner, lease_token = numbered.token,
+        attempts = l.attempts + 1, scheduled = false, runtime_ends_at = ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC',
+        lease_expires_at = least(((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => numbered.ttl_s)) AT TIME ZONE 'UTC', ((%(now)s::timestamptz AT TIME ZONE 'UTC') + make_interval(secs => coalesce(l.max_runtime_s, (
+            SELECT max_runtime_s FROM session_settings WHERE session = %(session)s)))) AT TIME ZONE 'UTC'),
+        updated_at = %(now)s::timestamptz, ledger_event = CASE WHEN %(ledger_by_row)s::bool THEN 'leased' END
+    FROM numbered
+    -- The session routes the UPDATE to one partition or shard (docs/scaling.md).
+    WHERE l.id = numbered.id AND l.session = %(session)s
+    RETURNING l.*
+)
+SELECT answered.*, gate.*, (SELECT pg_notify('leaseq_ended',
+               CASE WHEN count(*) > 350 THEN '*'
+                    ELSE string_agg(ended.id::text, ' ') END) IS NULL
+        FROM (SELECT DISTINCT e.id FROM completed AS e JOIN lead_waits AS w ON w.lead_id = e.id
+              WHERE %(notify_ended)s::bool AND e.status IN ('done', 'failed', 'cached')
+              LIMIT 351) AS ended
+        HAVING count(*) > 0) AS ended_notified
+FROM (SELECT EXISTS (SELECT FROM limited) AS limited) AS gate
+LEFT JOIN (
+    SELECT true AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM completed
+    UNION ALL
+    SELECT false AS completion, id, session, priority, payload, key, status, owner, attempts, max_attempts, available_at, lease_expires_at, result, error, created_at, updated_at, depth, parent_id, checkpoint, concurrency_key, max_runtime_s, traceparent, after, lease_token, runtime_ends_at FROM leased
+) AS answered ON true
+ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
+
+-- name: complete_and_lease (ledger=False, keyed=False, routed=False, remember=False)
 WITH paused AS (
     SELECT session FROM session_settings WHERE session = %(session)s AND paused_until > %(now)s::timestamptz
 ),
@@ -1296,7 +2044,8 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id;
 -- its request. A completion's row locked by another transaction is skipped (another's
 -- lock holds up not the group). A caller whose key names a request committed before
 -- leases nothing (``known``: each such key's request and answer, for the caller to hand
--- back what it took); the slots of the others take the best leads in the callers' order,
+-- back what it took), and completes nothing when that request was another (``refused``:
+-- its 422 changes nothing); the slots of the others take the best leads in the callers' order,
 -- as ``lease_group``'s do, and each keyed caller's leases are stored as its key's answer.
 -- A completion row is a lead completed (``completion`` true, its lease token the item's),
 -- a lease row a lead leased (``completion`` false): by lead id and token each caller
@@ -1315,10 +2064,23 @@ revoked AS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
+known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+refused AS (
+    -- The callers whose key a committed request holds for another request: their
+    -- completions are not made either, so the 422 that answers them changes nothing.
+    SELECT DISTINCT s.caller
+    FROM unnest(%(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        AS s(caller, key, request)
+    JOIN known ON known.key = s.key AND known.request <> s.request
+),
 req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
                          %(results)s::text[], %(errors)s::text[], %(item_callers)s::bigint[])
         AS r(lead_id, token, status, result, error, caller)
+    WHERE r.caller NOT IN (SELECT caller FROM refused)
 ),
 ungated AS (
     -- The callers whose lease no completion gates: a keyed lease alone.
@@ -1345,10 +2107,6 @@ completed AS (
 completion_ledger AS (
     INSERT INTO lead_events (lead_id, session, event, status, attempt, owner, at, expires_at)
     SELECT id, session, 'completed', status, attempts, owner, %(now)s::timestamptz, NULL FROM completed
-),
-known AS (
-    SELECT key, request, answer FROM idempotency_keys
-    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
@@ -1451,10 +2209,23 @@ revoked AS (
         SELECT FROM api_tokens WHERE hash = %(api_token)s::text AND revoked_at IS NULL
           AND (expires_at IS NULL OR expires_at > now()))
 ),
+known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+refused AS (
+    -- The callers whose key a committed request holds for another request: their
+    -- completions are not made either, so the 422 that answers them changes nothing.
+    SELECT DISTINCT s.caller
+    FROM unnest(%(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        AS s(caller, key, request)
+    JOIN known ON known.key = s.key AND known.request <> s.request
+),
 req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
                          %(results)s::text[], %(errors)s::text[], %(item_callers)s::bigint[])
         AS r(lead_id, token, status, result, error, caller)
+    WHERE r.caller NOT IN (SELECT caller FROM refused)
 ),
 ungated AS (
     -- The callers whose lease no completion gates: a keyed lease alone.
@@ -1477,10 +2248,6 @@ completed AS (
     FROM req
     WHERE l.id = req.lead_id AND l.status = 'leased' AND l.lease_token = req.token AND l.lease_expires_at > %(now)s::timestamptz AND l.id IN (SELECT id FROM locked)
     RETURNING l.*, req.caller
-),
-known AS (
-    SELECT key, request, answer FROM idempotency_keys
-    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
 ),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose

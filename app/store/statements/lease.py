@@ -157,7 +157,12 @@ def lease_keyed(
     """
 
 
-def _complete_and_lease(ledger: bool, keyed: bool, routed: bool) -> str:
+def _complete_and_lease(ledger: bool, keyed: bool, routed: bool, remember: bool) -> str:
+    # A key its first request holds for another request gates the completion too: the 422
+    # that answers it changes nothing (docs/contract.md#retries-and-idempotency-key).
+    unclaimed = (
+        " AND NOT EXISTS (SELECT FROM known WHERE request <> %(request)s::text)" if keyed else ""
+    )
     completion = f"""req AS (
     SELECT %(lead_id)s::bigint AS lead_id, %(token)s::text AS token,
            %(status)s::text AS status, %(result)s::text AS result, %(error)s::text AS error
@@ -167,7 +172,7 @@ completed AS (
     SET status = req.status, result = CAST(req.result AS jsonb), error = req.error,
         lease_expires_at = NULL, updated_at = {NOW}, {logged("completed")}
     FROM req
-    WHERE l.id = req.lead_id AND {valid_lease(routed)}
+    WHERE l.id = req.lead_id AND {valid_lease(routed)}{unclaimed}
     RETURNING l.*
 ){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
 """
@@ -180,10 +185,10 @@ completed AS (
     return _claim_and_lease(
         ledger,
         clock=NOW,
-        before=completion + (_KNOWN_KEY if keyed else "") + _limited_gate(),
+        before=(_KNOWN_KEY if keyed else "") + completion + _limited_gate(),
         only_if=only_if + (" AND NOT EXISTS (SELECT FROM known)" if keyed else ""),
         limit="%(max)s",
-        after=_REMEMBERED if keyed else "",
+        after=_REMEMBERED if keyed and remember else "",
         answer=f"""SELECT answered.*, gate.*, {ended_notice("completed")}
 FROM (SELECT {gate}) AS gate
 LEFT JOIN (
@@ -195,7 +200,7 @@ ORDER BY answered.completion DESC, answered.priority DESC, answered.id""",
     )
 
 
-@statement(_complete_and_lease, ledger=BOTH, keyed=BOTH, routed=BOTH)
+@statement(_complete_and_lease, ledger=BOTH, keyed=BOTH, routed=BOTH, remember=BOTH)
 def complete_and_lease(
     *,
     lead_id: int,
@@ -214,6 +219,7 @@ def complete_and_lease(
     notify_ended: bool = False,
     keyed: bool = False,
     routed: bool = False,
+    remember: bool = True,
     key: str | None = None,
     key_session: str = "",
     request: str | None = None,
@@ -231,18 +237,35 @@ def complete_and_lease(
     false; no completion row: the lease was refused (or was completed before) and nothing
     changed, nothing was leased. Every row says ``limited`` (the session has a cap or a
     rate: the completion is done, the lease is left to the limited path), and with ``keyed``
-    the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does.
+    the key's first request (``known_request``, ``known_answer``) as ``lease_keyed`` does;
+    a key held for another request (its fingerprint not ``request``) completes nothing
+    either, so the caller's 422 changes nothing.
     ``routed``: the lease completed is of ``session`` too (its token's), so on a cluster the
-    whole statement runs on that session's shard.
+    whole statement runs on that session's shard. ``remember`` off (a cluster, with
+    ``keyed``): the key's answer is written by ``remember_key`` right after, in the same
+    transaction, as ``lease_keyed``'s is (Citus plans the ``INSERT … SELECT`` of a CTE apart).
     """
 
 
 def _lease_together(ledger: bool) -> str:
     """The text of ``lease_together``."""
-    callers = f"""req AS (
+    callers = f"""known AS (
+    SELECT key, request, answer FROM idempotency_keys
+    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
+),
+refused AS (
+    -- The callers whose key a committed request holds for another request: their
+    -- completions are not made either, so the 422 that answers them changes nothing.
+    SELECT DISTINCT s.caller
+    FROM unnest(%(callers)s::bigint[], %(slot_keys)s::text[], %(slot_requests)s::text[])
+        AS s(caller, key, request)
+    JOIN known ON known.key = s.key AND known.request <> s.request
+),
+req AS (
     SELECT * FROM unnest(%(lead_ids)s::bigint[], %(lease_tokens)s::text[], %(statuses)s::text[],
                          %(results)s::text[], %(errors)s::text[], %(item_callers)s::bigint[])
         AS r(lead_id, token, status, result, error, caller)
+    WHERE r.caller NOT IN (SELECT caller FROM refused)
 ),
 ungated AS (
     -- The callers whose lease no completion gates: a keyed lease alone.
@@ -266,10 +289,6 @@ completed AS (
     WHERE l.id = req.lead_id AND {VALID_LEASE}{ONLY_LOCKED}
     RETURNING l.*, req.caller
 ){ledger_rows("completed", "completed", enabled=ledger, name="completion_ledger")},
-known AS (
-    SELECT key, request, answer FROM idempotency_keys
-    WHERE session = %(key_session)s AND verb = 'lease' AND key = ANY(%(keys)s::text[])
-),
 slots AS (
     -- Each caller's slots, in the order the callers came: those of a caller whose
     -- completion went through (or who is not gated by one) and whose key is new.
@@ -355,7 +374,8 @@ def lease_together(
     its request. A completion's row locked by another transaction is skipped (another's
     lock holds up not the group). A caller whose key names a request committed before
     leases nothing (``known``: each such key's request and answer, for the caller to hand
-    back what it took); the slots of the others take the best leads in the callers' order,
+    back what it took), and completes nothing when that request was another (``refused``:
+    its 422 changes nothing); the slots of the others take the best leads in the callers' order,
     as ``lease_group``'s do, and each keyed caller's leases are stored as its key's answer.
     A completion row is a lead completed (``completion`` true, its lease token the item's),
     a lease row a lead leased (``completion`` false): by lead id and token each caller
