@@ -12,9 +12,10 @@ any process sums the counters and histograms of all of them; the gauges of
 live processes are summed too (``livesum``), and a process marks itself dead
 as it stops (``process_exit``).
 
-``leaseq_leads`` and ``leaseq_oldest_available_age_seconds`` are not kept here:
-they are read from the database at each scrape (``render(stats)``), so every
-process answers the same. At most
+``leaseq_leads``, ``leaseq_oldest_available_age_seconds``,
+``leaseq_completions_per_second``, ``leaseq_suggested_workers`` and
+``leaseq_lease_seconds_per_second`` are not kept here: they are read from the
+database at each scrape (``render``), so every process answers the same. At most
 ``MAX_SESSIONS`` sessions (most pending first) get their own label; the rest
 are summed under ``session="_other"`` (not a valid session name), so the
 number of series stays bounded.
