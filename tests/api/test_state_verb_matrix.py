@@ -11,8 +11,10 @@ must leave the lead and its session's counts as they were.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -20,6 +22,7 @@ import psycopg
 import pytest
 
 from app.api.problems import CODES
+from tests.support.in_process import runtime_of
 
 # The 4xx statuses a verb on a lead may answer with, by the contract.
 REFUSALS = {404, 409, 422}
@@ -50,6 +53,7 @@ async def lease(client: httpx.AsyncClient, session: str, n: int = 1) -> list[dic
 
 
 NO_TOKEN = "t" * 32
+KEY = "k-1"  # the key of a keyed lead, which ``get_push`` asks for in every state
 
 
 async def queued(client: httpx.AsyncClient, db: str, s: str) -> Built:
@@ -107,6 +111,35 @@ async def leased(client: httpx.AsyncClient, db: str, s: str) -> Built:
     [lead] = await push(client, s, {"payload": {}})
     [held] = await lease(client, s)
     return Built(lead, s, held["token"])
+
+
+async def leased_in_a_paused_session(client: httpx.AsyncClient, db: str, s: str) -> Built:
+    built = await leased(client, db, s)
+    answer = await client.post(f"/sessions/{s}/pause", json={"for_s": 3600})
+    assert answer.status_code == 200, answer.text
+    return built
+
+
+async def leased_with_a_dependent(client: httpx.AsyncClient, db: str, s: str) -> Built:
+    built = await leased(client, db, s)
+    await push(client, s, {"payload": {}, "after": [built.lead_id]})
+    return built
+
+
+async def keyed(client: httpx.AsyncClient, db: str, s: str) -> Built:
+    [lead] = await push(client, s, {"payload": {}, "key": KEY})
+    return Built(lead, s, NO_TOKEN)
+
+
+async def scheduled(client: httpx.AsyncClient, db: str, s: str) -> Built:
+    """The lead of a schedule's tick (pushed by ``leaseq_push`` with the tick's key)."""
+    put = await client.put(
+        f"/schedules/{s}", json={"session": s, "cron": "* * * * *", "lead": {"payload": {}}}
+    )
+    assert put.status_code in (200, 201), put.text
+    later = datetime.now(UTC) + timedelta(minutes=2)
+    [tick] = [t for t in await runtime_of(client).schedules.tick(now=later) if t.name == s]
+    return Built(tick.lead_id, s, NO_TOKEN)
 
 
 async def leased_on_its_last_attempt(client: httpx.AsyncClient, db: str, s: str) -> Built:
@@ -182,6 +215,16 @@ async def failed_by_its_parent(client: httpx.AsyncClient, db: str, s: str) -> Bu
     return Built(lead, s, NO_TOKEN)
 
 
+async def failed_with_a_dependent(client: httpx.AsyncClient, db: str, s: str) -> Built:
+    built = await leased_with_a_dependent(client, db, s)
+    answer = await client.post(
+        "/complete",
+        json={"lead_id": built.lead_id, "token": built.token, "status": "failed", "error": "x"},
+    )
+    assert answer.status_code == 200, answer.text
+    return built
+
+
 async def retried(client: httpx.AsyncClient, db: str, s: str) -> Built:
     built = await failed(client, db, s)
     answer = await client.post(f"/leads/{built.lead_id}/retry")
@@ -204,7 +247,11 @@ STATES: dict[str, Builder] = {
         parked,
         paused,
         cooling,
+        keyed,
+        scheduled,
         leased,
+        leased_in_a_paused_session,
+        leased_with_a_dependent,
         leased_on_its_last_attempt,
         expired,
         past_its_runtime,
@@ -214,6 +261,7 @@ STATES: dict[str, Builder] = {
         cancelled,
         cancelled_while_blocked,
         failed_by_its_parent,
+        failed_with_a_dependent,
         retried,
         unknown,
     )
@@ -269,6 +317,96 @@ VERBS: dict[str, Callable[[Built], Request]] = {
     "list": lambda b: ("GET", f"/sessions/{b.session}/leads", None),
     "sweep": lambda b: ("POST", "/sweep", {"session": b.session}),
     "stats": lambda b: ("GET", f"/sessions/{b.session}/stats", None),
+    # The doors and verbs around a lead: a dependency's push onto it, a keyed push's
+    # question, the leases across sessions, waiting and keyed, and the session's verbs.
+    "push_after": lambda b: (
+        "POST",
+        f"/sessions/{b.session}/leads",
+        {"leads": [{"payload": {}, "after": [b.lead_id]}]},
+    ),
+    "push_after_key": lambda b: (
+        "POST",
+        f"/sessions/{b.session}/leads",
+        {"leads": [{"payload": {}, "after": [{"key": KEY}]}]},
+    ),
+    "push_same_key": lambda b: (
+        "POST",
+        f"/sessions/{b.session}/leads",
+        {"leads": [{"payload": {}, "key": KEY}]},
+    ),
+    "get_push": lambda b: ("GET", f"/sessions/{b.session}/pushes/{KEY}", None),
+    "lease_sessions": lambda b: ("POST", "/lease", {"sessions": [b.session], "owner": "v"}),
+    "lease_any": lambda b: ("POST", "/lease", {"owner": "v", "max": 100}),
+    "lease_waiting": lambda b: (
+        "POST",
+        "/lease",
+        {"session": b.session, "owner": "v", "max": 100, "wait_s": 0.05},
+    ),
+    "lease_keyed": lambda b: ("POST", "/lease", {"session": b.session, "owner": "v", "max": 100}),
+    "renew_ttl": lambda b: ("POST", "/renew", {"lead_id": b.lead_id, "token": b.token, "ttl_s": 5}),
+    "complete_next_keyed": lambda b: (
+        "POST",
+        "/complete",
+        _complete(b, "done") | {"next": {"session": b.session, "owner": "v", "max": 100}},
+    ),
+    "complete_batch_next": lambda b: (
+        "POST",
+        "/complete/batch",
+        # A batch leases whatever its items' answers (docs/contract.md): from a session of
+        # its own, so a refused item leaves this one's counts as they were.
+        {
+            "items": [_complete(b, "failed")],
+            "next": {"sessions": [f"{b.session}-next"], "owner": "v"},
+        },
+    ),
+    "release_delayed": lambda b: (
+        "POST",
+        "/release",
+        {"lead_id": b.lead_id, "token": b.token, "delay_s": 60, "error": "later"},
+    ),
+    "release_unstarted": lambda b: (
+        "POST",
+        "/release",
+        {"lead_id": b.lead_id, "token": b.token, "unstarted": True},
+    ),
+    "retry_failed": lambda b: ("POST", f"/sessions/{b.session}/retry-failed", None),
+    "pause": lambda b: ("POST", f"/sessions/{b.session}/pause", {"for_s": 60}),
+    "resume": lambda b: ("POST", f"/sessions/{b.session}/resume", None),
+    "settings": lambda b: (
+        "PUT",
+        f"/sessions/{b.session}/settings",
+        {"max_leased_per_key": 5, "max_runtime_s": 30},
+    ),
+    "get_settings": lambda b: ("GET", f"/sessions/{b.session}/settings", None),
+    "list_failed": lambda b: ("GET", f"/sessions/{b.session}/leads?status=failed", None),
+    "report": lambda b: ("GET", f"/sessions/{b.session}/report", None),
+    "throughput": lambda b: ("GET", f"/sessions/{b.session}/throughput", None),
+    "scaling": lambda b: ("GET", f"/sessions/{b.session}/scaling", None),
+    "sweep_all": lambda b: ("POST", "/sweep", {"all": True}),
+    "stats_all": lambda b: ("GET", "/stats", None),
+    "scaling_all": lambda b: ("GET", "/scaling", None),
+    "dashboard_data": lambda b: ("GET", "/dashboard/data", None),
+}
+# The operations of the document no lead's state can change the answer of: each other one
+# is among the verbs (``test_every_operation_on_leads_and_sessions_is_a_verb``).
+NOT_ABOUT_LEADS = {
+    ("get", "/schedules"),
+    ("get", "/schedules/{name}"),
+    ("put", "/schedules/{name}"),
+    ("delete", "/schedules/{name}"),
+    ("get", "/metrics"),
+    ("get", "/dashboard"),
+    ("get", "/tokens"),
+    ("post", "/tokens"),
+    ("delete", "/tokens/{name}"),
+    ("get", "/tokens/self"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+}
+# The verbs sent with a header of their own.
+HEADERS: dict[str, dict[str, str]] = {
+    "lease_keyed": {"Idempotency-Key": "lease-1"},
+    "complete_next_keyed": {"Idempotency-Key": "next-1"},
 }
 
 
@@ -302,7 +440,7 @@ async def test_every_verb_in_this_state_answers_as_documented_and_refusals_chang
         built = await STATES[state](client, database_url, f"{state}-{n}")
         method, path, body = request(built)
         before = await _seen(client, built)
-        answer = await client.request(method, path, json=body)
+        answer = await client.request(method, path, json=body, headers=HEADERS.get(verb))
         where = f"{verb} on a {state} lead: {answer.status_code} {answer.text[:300]}"
         if answer.status_code >= 500:
             wrong.append(where)
@@ -322,6 +460,26 @@ def test_the_matrix_covers_every_status() -> None:
     for status in ("queued", "leased", "done", "failed", "cached", "cancelled", "blocked"):
         assert status in names, status
     assert len(list(itertools.product(STATES, VERBS))) >= 300
+
+
+async def test_every_operation_on_leads_and_sessions_is_a_verb(client: httpx.AsyncClient) -> None:
+    """The verbs are the document's operations but those of ``NOT_ABOUT_LEADS``: a route
+    added later is walked through every state, or named there, never forgotten."""
+    built = Built(1, "s", NO_TOKEN)
+    sent = set()
+    for verb in VERBS.values():
+        method, path, _ = verb(built)
+        sent.add((method.lower(), path.split("?")[0]))
+    document = client.app.openapi()  # type: ignore[attr-defined]
+    missing = []
+    for template, operations in document["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$")
+        for method in operations:
+            if (method, template) in NOT_ABOUT_LEADS:
+                continue
+            if not any(m == method and pattern.match(path) for m, path in sent):
+                missing.append(f"{method.upper()} {template}")
+    assert not missing, missing
 
 
 async def test_a_blocked_lead_cancelled_waits_on_nothing_and_a_retry_runs_it(
