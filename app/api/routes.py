@@ -280,14 +280,16 @@ async def _leases(
 ) -> list[Lease]:
     """The leases of a lease request (scoped already), asked by /lease or by a completion's
     ``next``."""
-    leases = await runtime.leasing.lease(leasing, gone=_gone(leasing, request))
+    leases = await runtime.leasing.lease(leasing, gone=_gone(request))
     return await _handed_out(leases, runtime, principal)
 
 
-def _gone(leasing: LeaseRequest, request: Request) -> Callable[[], Awaitable[bool]] | None:
-    """What tells a lease that its client hung up: only a long poll watches (a check costs
-    a receive)."""
-    return request.is_disconnected if leasing.wait_s > 0 else None
+def _gone(request: Request) -> Callable[[], Awaitable[bool]]:
+    """What tells a lease that its client hung up: asked after every lease that took
+    something (one receive that does not wait), waiting or not, so a client gone while the
+    statement ran (a worker killed, a client's timeout) has its leads given back at once
+    instead of leased to nobody until their ttl; and at each wake-up of a long poll."""
+    return request.is_disconnected
 
 
 async def _handed_out(leases: list[Lease], runtime: Runtime, principal: Principal) -> list[Lease]:
@@ -397,7 +399,7 @@ async def complete(
         else:
             item = CompleteItem(body.lead_id, body.token, body.status, body.result, body.error)
             lead, leases = await runtime.leasing.complete_and_lease(
-                item, leasing, gone=_gone(leasing, request)
+                item, leasing, gone=_gone(request)
             )
     metrics.COMPLETIONS.labels(body.status).inc()
     if leasing is None:

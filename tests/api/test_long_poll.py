@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -232,6 +233,68 @@ async def test_a_client_that_hangs_up_while_waiting_takes_no_lead(api_settings: 
             await until(lambda: app.state.runtime.listener.waiters == 0)
             stats = (await producer.get("/sessions/s/stats")).json()
             shapes.counts(stats, queued=1)
+
+
+# How a worker asks, without waiting: a lease (of one session, or across sessions), and a
+# completion whose ``next`` leases (alone, or for a batch).
+UNWAITED: dict[str, Any] = {
+    "lease": ("/lease", {"session": "s", "owner": "w1"}),
+    "lease across sessions": ("/lease", {"sessions": ["s"], "owner": "w1"}),
+    "complete with next": ("/complete", {"next": {"session": "s", "owner": "w1"}}),
+    "complete a batch with next": ("/complete/batch", {"next": {"session": "s", "owner": "w1"}}),
+}
+
+
+@pytest.mark.parametrize("asked", list(UNWAITED))
+async def test_a_client_gone_before_its_lease_is_answered_takes_no_lead(
+    api_settings: Settings, database_url: str, asked: str
+) -> None:
+    """No lead is leased to nobody when the client hangs up while the lease's statement runs,
+    waiting or not: its statement held back behind a lock on ``leads``, the client closes
+    its connection, and the leads the statement then takes are given back at once."""
+    path, body = UNWAITED[asked]
+    app = create_app(api_settings)
+    async with uvicorn_serving(app) as (server, url):
+        async with httpx.AsyncClient(base_url=url) as producer:
+            if path != "/lease":  # a lease to complete first
+                await push(producer, "s")
+                answer = await producer.post("/lease", json={"session": "s", "owner": "w1"})
+                [held] = answer.json()["leases"]
+                item = {"lead_id": held["lead"]["id"], "token": held["token"]}
+                body = body | item if path == "/complete" else body | {"items": [item]}
+            await push(producer, "s")
+        with psycopg.connect(database_url) as lock:
+            lock.execute("LOCK TABLE leads IN EXCLUSIVE MODE")
+            async with httpx.AsyncClient(base_url=url) as worker:
+                sent = asyncio.create_task(worker.post(path, json=body))
+
+                def held_back() -> bool:
+                    with psycopg.connect(database_url, autocommit=True) as look:
+                        rows = look.execute(
+                            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                            " AND datname = current_database()"
+                        ).fetchall()
+                    return bool(rows)
+
+                await until(held_back, within_s=30)
+                sent.cancel()  # the connection closes before the answer
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sent
+            await until(lambda: not server.server_state.connections, within_s=30)
+            lock.commit()  # the statement runs now, for a client that is gone
+
+        def given_back() -> bool:
+            with psycopg.connect(database_url, autocommit=True) as look:
+                [[released, leased]] = look.execute(
+                    "SELECT (SELECT count(*) FROM lead_events WHERE event = 'released'),"
+                    " (SELECT count(*) FROM leads WHERE status = 'leased')"
+                ).fetchall()
+            return bool(released == 1 and leased == 0)
+
+        await until(given_back, within_s=30)
+        async with httpx.AsyncClient(base_url=url) as producer:
+            stats = (await producer.get("/sessions/s/stats")).json()
+    assert stats["leased"] == 0 and stats["queued"] == 1, stats
 
 
 async def test_sigterm_ends_waiting_leases_before_the_server_drains(

@@ -4,6 +4,9 @@ A worker token's long poll that is waiting when the token is revoked is woken by
 pushed after, and answers 401 with no lease; the leads stay queued for the next worker. And
 the lease statement reads the token itself: a process whose cache still trusts a token
 revoked behind its back (no NOTIFY, a long recheck) leases nothing for it either.
+
+Each process reaches its database as the suite's apps do: through PgBouncer when the suite
+runs through it (``serve_database``), on the Citus cluster when it runs there.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import httpx
 import psycopg
 import pytest
 
+from tests.support.in_process import serve_database
 from tests.support.serving import Services
 from tests.support.worker_support import eventually
 
@@ -55,7 +59,8 @@ def counts(url: str) -> dict[str, int]:
 async def test_a_long_poll_waiting_when_its_token_is_revoked_gets_401_and_no_lead(
     services: Services, database_url: str
 ) -> None:
-    service = services.start("--token", BOOT, database_url=database_url)
+    url, env = serve_database(database_url)
+    service = services.start("--token", BOOT, database_url=url, env=env)
     token = worker_token(service.url, "leaky")
     async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
         assert (
@@ -91,8 +96,9 @@ async def test_a_long_poll_waiting_when_its_token_is_revoked_gets_401_and_no_lea
 async def test_the_lease_statement_reads_the_token_whatever_the_cache_says(
     services: Services, database_url: str
 ) -> None:
+    url, env = serve_database(database_url)
     service = services.start(
-        "--token", BOOT, database_url=database_url, env={"LEASEQ_TOKEN_RECHECK_S": "60"}
+        "--token", BOOT, database_url=url, env={**env, "LEASEQ_TOKEN_RECHECK_S": "60"}
     )
     token = worker_token(service.url, "stale")
     lease = {"session": "s1", "owner": "w", "max": 10}
@@ -131,7 +137,8 @@ async def test_the_lease_statement_reads_the_token_whatever_the_cache_says(
 async def test_a_wait_for_an_outcome_when_its_token_is_revoked_answers_401(
     services: Services, database_url: str
 ) -> None:
-    service = services.start("--token", BOOT, database_url=database_url)
+    url, env = serve_database(database_url)
+    service = services.start("--token", BOOT, database_url=url, env=env)
     token = worker_token(service.url, "waiting")
     async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
         pushed = await http.post(

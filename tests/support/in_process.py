@@ -78,6 +78,19 @@ async def serving(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
+def serve_database(database_url: str) -> tuple[str, dict[str, str]]:
+    """The ``--database-url`` and environment a ``leaseq serve`` process is given to reach
+    ``database_url`` as ``database_settings`` has an app reach it: through
+    ``LEASEQ_TEST_POOLER_URL`` when set (so a service test runs through PgBouncer too)."""
+    settings = database_settings(database_url)
+    env = {}
+    if "listen_database_url" in settings:
+        env["LEASEQ_LISTEN_DATABASE_URL"] = settings["listen_database_url"]
+    if settings.get("database_pooled"):
+        env["LEASEQ_DATABASE_POOLED"] = "true"
+    return settings["database_url"], env
+
+
 def database_settings(database_url: str) -> dict[str, Any]:
     """How the app reaches ``database_url``: directly, or through ``LEASEQ_TEST_POOLER_URL``."""
     pooler = os.environ.get(POOLER_URL_ENV)
