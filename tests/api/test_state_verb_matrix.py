@@ -466,12 +466,12 @@ async def test_every_operation_on_leads_and_sessions_is_a_verb(client: httpx.Asy
     """The verbs are the document's operations but those of ``NOT_ABOUT_LEADS``: a route
     added later is walked through every state, or named there, never forgotten."""
     built = Built(1, "s", NO_TOKEN)
-    sent = set()
+    sent: set[tuple[str, str]] = set()
     for verb in VERBS.values():
         method, path, _ = verb(built)
         sent.add((method.lower(), path.split("?")[0]))
     document = client.app.openapi()  # type: ignore[attr-defined]
-    missing = []
+    missing: list[str] = []
     for template, operations in document["paths"].items():
         pattern = re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$")
         for method in operations:

@@ -83,7 +83,7 @@ def serve_database(database_url: str) -> tuple[str, dict[str, str]]:
     ``database_url`` as ``database_settings`` has an app reach it: through
     ``LEASEQ_TEST_POOLER_URL`` when set (so a service test runs through PgBouncer too)."""
     settings = database_settings(database_url)
-    env = {}
+    env: dict[str, str] = {}
     if "listen_database_url" in settings:
         env["LEASEQ_LISTEN_DATABASE_URL"] = settings["listen_database_url"]
     if settings.get("database_pooled"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -129,9 +130,15 @@ def batches(lines: Iterable[Line], max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> I
 
 
 def _json(text: str, number: int) -> Any:
-    """The line's JSON value: strict (no NaN, no name given twice, as I-JSON). Raises BadLine."""
+    """The line's JSON value: strict (no NaN, no number beyond a double, no name given twice,
+    as I-JSON). Raises BadLine."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_names, parse_constant=_no_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=_unique_names,
+            parse_constant=_no_constant,
+            parse_float=_finite,
+        )
     except (ValueError, RecursionError) as exc:
         raise BadLine(number, f"not JSON ({exc})") from None
 
@@ -147,6 +154,16 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A number with a fraction or an exponent, refused beyond a double's range (as the
+    service refuses it), not read as an infinity the line could not be sent with."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 20 else f"{text[:20]}... ({len(text)} characters)"
+        raise ValueError(f"{shown} is a number beyond the range of a double")
+    return value
 
 
 def _lead(value: Any, number: int) -> dict[str, Any]:
