@@ -65,7 +65,8 @@ class Leasing:
     ) -> list[Lease]:
         """The leases ``request`` takes; [] when none is available (by the end of its wait).
 
-        ``gone()`` says the caller hung up (checked by a long poll); ``now`` replaces the
+        ``gone()`` says the caller hung up (asked after an attempt that took something,
+        waiting or not, and at each wake-up of a long poll); ``now`` replaces the
         database clock (tests). Raises Unavailable in an outage or beyond ``max_waiters``.
         """
         one = request.session
