@@ -36,11 +36,13 @@ ROUTED |= {
     )
     for ledger in (True, False)
 }
-# A completion with next whose lease is of the next lease's session (the common case).
+# A completion with next whose lease is of the next lease's session (the common case), as a
+# cluster sends it: a keyed one without its key's row (``remember`` off), which
+# ``remember_key`` writes after it in the same transaction.
 ROUTED |= {
     f"complete_and_lease{', keyed' if keyed else ''}{', ledger off' if not ledger else ''}": (
         lambda ledger=ledger, keyed=keyed: text(  # type: ignore[misc]
-            "complete_and_lease", ledger=ledger, keyed=keyed, routed=True
+            "complete_and_lease", ledger=ledger, keyed=keyed, routed=True, remember=False
         )
     )
     for ledger in (True, False)
