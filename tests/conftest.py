@@ -39,7 +39,7 @@ from app.config import Settings
 from app.domain.queue import Queue
 from app.store import migrate
 from app.store.pool import Database, libpq_url
-from tests.citus.cluster import CITUS_MISSING, Ahead, Cluster, citus_installed
+from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
 from tests.support import browser as browsers
 from tests.support import system
 from tests.support.databases import drop_database
@@ -235,14 +235,6 @@ def citus_cluster() -> Iterator[Cluster]:
     cluster.stop()
 
 
-@pytest.fixture(scope="session")
-def citus_ahead(citus_cluster: Cluster) -> Iterator[Ahead]:
-    """Migrated databases of the cluster made one ahead of the tests that take them."""
-    ahead = Ahead(citus_cluster, migrate.upgrade)
-    yield ahead
-    ahead.close()
-
-
 @pytest.fixture
 def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh, migrated database for one test, dropped afterwards: a copy of the template,
@@ -250,10 +242,9 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     ``leaseq db upgrade``'s migrations (a suite run once more on the cluster)."""
     if os.environ.get(CITUS_ENV) == "1":
         cluster: Cluster = request.getfixturevalue("citus_cluster")
-        ahead: Ahead = request.getfixturevalue("citus_ahead")
-        name, url = ahead.take()
-        yield url
-        cluster.drop_database(name)
+        name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
+        yield cluster.migrated_database(name)
+        cluster.drop_database_later(name)
         return
     server_url: str = request.getfixturevalue("server_url")
     template_db: str = request.getfixturevalue("template_db")

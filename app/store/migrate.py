@@ -7,6 +7,7 @@ the tests. The head revision is read from the scripts once per process.
 from __future__ import annotations
 
 import functools
+import threading
 from importlib import resources
 from pathlib import Path
 
@@ -39,13 +40,21 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
+# Alembic's ``context`` and ``op`` are module attributes that each run installs and removes
+# (``ModuleClsProxy``): two runs at once in one process swap each other's, and fail with a
+# ``KeyError`` or migrate the other run's database. So one run at a time per process.
+_ONE_RUN = threading.Lock()
+
+
 def upgrade(url: str, revision: str = "head") -> None:
     """Take the database to ``revision``; harmless when it is there already."""
-    command.upgrade(alembic_config(url), revision)
+    with _ONE_RUN:
+        command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str, revision: str = "base") -> None:
-    command.downgrade(alembic_config(url), revision)
+    with _ONE_RUN:
+        command.downgrade(alembic_config(url), revision)
 
 
 @functools.cache

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.store import migrate
 from tests.citus.cluster import Cluster
 
 
@@ -23,7 +22,7 @@ def citus_database(citus_cluster: Cluster) -> Iterator[str]:
     name = f"leaseq_c_{uuid.uuid4().hex[:12]}"
     citus_cluster.create_database(name)
     yield name
-    citus_cluster.drop_database(name)
+    citus_cluster.drop_database_later(name)
 
 
 @pytest.fixture
@@ -33,10 +32,12 @@ def citus_empty_url(citus_cluster: Cluster, citus_database: str) -> str:
 
 
 @pytest.fixture
-def citus_url(citus_empty_url: str) -> str:
-    """The coordinator's URL of this test's database, migrated to head (distributed)."""
-    migrate.upgrade(citus_empty_url)
-    return citus_empty_url
+def citus_url(citus_cluster: Cluster) -> Iterator[str]:
+    """The coordinator's URL of a fresh database migrated to head (distributed), a copy of
+    the cluster's template; dropped from every node afterwards."""
+    name = f"leaseq_c_{uuid.uuid4().hex[:12]}"
+    yield citus_cluster.migrated_database(name)
+    citus_cluster.drop_database_later(name)
 
 
 @pytest.fixture

@@ -32,7 +32,6 @@ from tests.deploy import pgbouncer as pgb
 from tests.deploy.pgbouncer import PgBouncer
 from tests.support import leasing_of
 from tests.support.in_process import (
-    POOLER_FLAG_ENV,
     POOLER_URL_ENV,
     listening,
     runtime_of,
@@ -88,6 +87,14 @@ def test_pooled_settings_prepare_nothing_and_listen_only_directly() -> None:
     assert both.listen_url == direct
     supported = only_pooler.model_copy(update={"database_prepared_statements": True})
     assert supported.prepared_statements  # a pooler that tracks prepared statements (>= 1.21)
+    # Given only the direct URL for LISTEN, the service takes itself to be pooled: every
+    # setting the app reads is the same as with the flag, so the API suite runs through the
+    # pooler once, with the flag.
+    listen_url_only = Settings(database_url=pooled, listen_database_url=direct)
+    derived = ("pooled", "prepared_statements", "listen_url")
+    assert [getattr(listen_url_only, name) for name in derived] == [
+        getattr(both, name) for name in derived
+    ]
 
 
 def test_serve_migrate_behind_a_pooler_migrates_over_the_direct_url() -> None:
@@ -421,15 +428,11 @@ def test_serve_with_migrate_through_pgbouncer(
 @pytest.mark.service
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # as the cluster's: CI runs the suites beside the other tests
-@pytest.mark.parametrize("flag", ["pooled", "listen-url-only"])
-def test_the_api_suite_passes_through_pgbouncer(
-    pgbouncer: PgBouncer, server_url: str, flag: str
-) -> None:
-    """tests/api once more, every app reaching its database through PgBouncer: told so by
-    ``database_pooled``, or given only the direct URL for LISTEN (never a 5xx either way)."""
+def test_the_api_suite_passes_through_pgbouncer(pgbouncer: PgBouncer, server_url: str) -> None:
+    """tests/api once more, every app reaching its database through PgBouncer, told so by
+    ``database_pooled`` and given the direct URL for LISTEN (never a 5xx)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEQ_")}
     env.update({"LEASEQ_TEST_DATABASE_URL": server_url, POOLER_URL_ENV: pgbouncer.url("postgres")})
-    env[POOLER_FLAG_ENV] = "1" if flag == "pooled" else "0"
     # The default selection: the slow fuzzing of tests/api runs its own service on the
     # direct URL, so through the pooler it would only repeat itself.
     api_suite(env, DIRECT_ONLY, timeout_s=2300)

@@ -629,6 +629,33 @@ def test_concurrent_upgrades_take_turns(empty_database_url: str, sync_engine: En
     assert _diff(sync_engine) == []
 
 
+def test_upgrades_on_two_threads_of_one_process_each_migrate_their_own_database(
+    empty_database_url: str, sync_engine: Engine, another_engine: Engine
+) -> None:
+    """Alembic's ``context`` is a module attribute that each run installs: two runs at once
+    in one process (a test's database made ahead on a thread) must not swap theirs."""
+    other_url = another_engine.url.render_as_string(hide_password=False)
+    urls = [empty_database_url, other_url] * 2  # each database twice: the second a no-op
+    start = threading.Barrier(len(urls))
+    failures: list[BaseException] = []
+
+    def run(url: str) -> None:
+        start.wait()
+        try:
+            migrate.upgrade(url)
+        except BaseException as failure:  # reported by the assertion below
+            failures.append(failure)
+
+    threads = [threading.Thread(target=run, args=(url,)) for url in urls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    for engine in (sync_engine, another_engine):
+        assert _diff(engine) == []
+
+
 def test_a_failed_upgrade_is_reported() -> None:
     """`leaseq db upgrade` against nothing fails with a one-line error, not a traceback."""
     url = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"

@@ -25,7 +25,6 @@ from app.service.runtime import Runtime
 
 BASE_URL = "http://leaseq.test"
 POOLER_URL_ENV = "LEASEQ_TEST_POOLER_URL"
-POOLER_FLAG_ENV = "LEASEQ_TEST_POOLER_FLAG"
 
 Serve = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
@@ -98,7 +97,4 @@ def database_settings(database_url: str) -> dict[str, Any]:
         return {"database_url": database_url}
     name = make_url(database_url).database
     through = make_url(pooler).set(database=name).render_as_string(hide_password=False)
-    settings: dict[str, Any] = {"database_url": through, "listen_database_url": database_url}
-    if os.environ.get(POOLER_FLAG_ENV, "1") != "0":
-        settings["database_pooled"] = True
-    return settings
+    return {"database_url": through, "listen_database_url": database_url, "database_pooled": True}
