@@ -668,10 +668,21 @@ async def get_lead(
     database connection meanwhile. Beyond `LEASEQ_MAX_OUTCOME_WAITERS` held in one process,
     a lead not yet ended answers 503."""
     access.reads_lead(principal, await runtime.queue.get(lead_id))  # before anyone waits
-    gone = request.is_disconnected if wait_s > 0 else None
-    lead = await runtime.outcomes.outcome(lead_id, wait_s, gone=gone)
-    if wait_s > 0 and principal.key is not None and not await runtime.tokens.live(principal.key):
-        raise Unauthorized("the token was revoked or expired while the request waited")
+    key = principal.key
+
+    async def revoked() -> None:
+        if key is not None and not await runtime.tokens.live(key):
+            raise Unauthorized("the token was revoked or expired while the request waited")
+
+    async def gone() -> bool:
+        """At each wake of the wait (a notification, or every ``poll_interval_s``): a token
+        revoked meanwhile ends it with 401, as it ends a long poll's."""
+        await revoked()
+        return await request.is_disconnected()
+
+    lead = await runtime.outcomes.outcome(lead_id, wait_s, gone=gone if wait_s > 0 else None)
+    if wait_s > 0:
+        await revoked()
     return LeadOut.of(lead)
 
 

@@ -49,6 +49,14 @@ async def waiters(http: httpx.AsyncClient) -> float:
     return 0.0
 
 
+async def waits_for_an_outcome(http: httpx.AsyncClient) -> bool:
+    metrics = (await http.get("/metrics", headers=bearer(BOOT))).text
+    return any(
+        line.startswith("leaseq_outcome_waiters ") and float(line.split()[1]) >= 1
+        for line in metrics.splitlines()
+    )
+
+
 def counts(url: str) -> dict[str, int]:
     stats = httpx.get(f"{url}/sessions/s1/stats", headers=bearer(BOOT))
     assert stats.status_code == 200, stats.text
@@ -149,14 +157,7 @@ async def test_a_wait_for_an_outcome_when_its_token_is_revoked_answers_401(
             http.get(f"/leads/{lead_id}", params={"wait_s": 30}, headers=bearer(token))
         )
 
-        async def waiting() -> bool:
-            metrics = (await http.get("/metrics", headers=bearer(BOOT))).text
-            return any(
-                line.startswith("leaseq_outcome_waiters ") and float(line.split()[1]) >= 1
-                for line in metrics.splitlines()
-            )
-
-        await eventually(waiting)
+        await eventually(lambda: waits_for_an_outcome(http))
         assert (await http.delete("/tokens/waiting", headers=bearer(BOOT))).status_code in (
             200,
             204,
@@ -166,3 +167,30 @@ async def test_a_wait_for_an_outcome_when_its_token_is_revoked_answers_401(
         answer = await asyncio.wait_for(wait, 45)
     assert answer.status_code == 401, answer.text
     assert "invalid_token" in answer.headers["www-authenticate"]
+
+
+async def test_a_wait_for_an_outcome_ends_with_401_at_its_next_look_after_the_revocation(
+    services: Services, database_url: str
+) -> None:
+    """Nothing happens to the lead: the wait does not hold on to its end (``wait_s``, 30 s)
+    but answers 401 at its next look (every ``poll_interval_s``, 1.5 s)."""
+    url, env = serve_database(database_url)
+    service = services.start("--token", BOOT, database_url=url, env=env)
+    token = worker_token(service.url, "still-waiting")
+    async with httpx.AsyncClient(base_url=service.url, timeout=60) as http:
+        pushed = await http.post(
+            "/sessions/s1/leads", json={"leads": [{"payload": {}}]}, headers=bearer(BOOT)
+        )
+        [lead_id] = pushed.json()["ids"]
+        wait = asyncio.create_task(
+            http.get(f"/leads/{lead_id}", params={"wait_s": 30}, headers=bearer(token))
+        )
+
+        await eventually(lambda: waits_for_an_outcome(http))
+        revoked = await http.delete("/tokens/still-waiting", headers=bearer(BOOT))
+        assert revoked.status_code in (200, 204), revoked.text
+        # The deadline is this test's only failure: a wait held to its end answers after 30 s.
+        answer = await asyncio.wait_for(wait, 20)
+    assert answer.status_code == 401, answer.text
+    assert "invalid_token" in answer.headers["www-authenticate"]
+    assert counts(service.url)["queued"] == 1  # the lead never ended: the revocation did it
