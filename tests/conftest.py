@@ -60,6 +60,9 @@ _tiers_left_out = pytest.StashKey[dict[str, int]]()  # tier -> its tests this ru
 # processes they start more than they compute, so one more worker than CPUs keeps the CPUs
 # busy (docs/testing.md measures it).
 DEFAULT_WORKERS = (os.cpu_count() or 1) + 1
+# CI's option for a run beside the README's command: the tests of a tier that command runs
+# are left out of this run (docs/testing.md, "CI").
+DEFAULT_ELSEWHERE = "--default-elsewhere"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +70,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         RUN_SLOW,
         action="store_true",
         help="also run the tests marked slow (fuzzing, a suite through PgBouncer, chaos); CI does",
+    )
+    parser.addoption(
+        DEFAULT_ELSEWHERE,
+        action="append",
+        default=[],
+        metavar="TIER",
+        help="leave out the tests of TIER that the README's command runs (CI runs that command "
+        "too, on the embedded PostgreSQL): its slow tests and those of tools stay",
     )
 
 
@@ -122,9 +133,22 @@ def _tier(item: pytest.Item) -> str:
     return parts[0] if len(parts) > 1 else ""
 
 
+def _run_by_the_readme_command(item: pytest.Item) -> bool:
+    """Whether the README's command (a run given no paths, no --run-slow) takes the test."""
+    return item.get_closest_marker("slow") is None and _outside_the_default(item) is None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without --run-slow, deselect the tests marked slow, and in a run given no paths those
-    outside ``DEFAULT_TIERS`` or driving other programs (the summary counts both)."""
+    outside ``DEFAULT_TIERS`` or driving other programs (the summary counts both). With
+    ``--default-elsewhere TIER``, deselect the tests of TIER the README's command runs."""
+    elsewhere = set(config.getoption(DEFAULT_ELSEWHERE))
+    if elsewhere:
+        ran = [i for i in items if _tier(i) in elsewhere and _run_by_the_readme_command(i)]
+        config.hook.pytest_deselected(items=ran)
+        items[:] = [
+            i for i in items if not (_tier(i) in elsewhere and _run_by_the_readme_command(i))
+        ]
     if _slow_included(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]

@@ -71,3 +71,20 @@ def test_a_named_tier_runs_and_run_slow_takes_every_tier() -> None:
         "tests/api/test_openapi.py",
     }
     assert any("typescript" in line for line in every)
+
+
+def test_default_elsewhere_leaves_out_what_the_readme_command_runs_of_that_tier() -> None:
+    """CI's run beside the README's command: of tests/api only what that command leaves out."""
+    readme = collect("-q", *TWO_TIERS)
+    beside = collect("-q", "--run-slow", "--default-elsewhere", "api", *TWO_TIERS)
+    every = collect("-q", "--run-slow", *TWO_TIERS)
+
+    def api(lines: list[str]) -> set[str]:
+        return {line for line in lines if line.startswith("tests/api/")}
+
+    assert api(readme) and api(beside)
+    assert api(readme) | api(beside) == api(every)
+    assert api(readme) & api(beside) == set()
+    assert all("typescript" in line or "redocly" in line for line in api(beside)), api(beside)
+    others = {line for line in every if line.startswith("tests/") and line not in api(every)}
+    assert others and others <= set(beside)  # the other tiers keep every test
