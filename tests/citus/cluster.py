@@ -283,7 +283,7 @@ class Cluster:
         """``name`` gone from every node: the coordinator first, whose sessions hold the
         connections to the workers. Closed to new connections first: the postmaster restarts
         Citus' maintenance daemon in a database whose daemon the drop ended, and the drop
-        then waits 5 s for it to leave before it fails and is tried again."""
+        then waits up to 5 s for it to leave before it fails and is tried again."""
 
         def drop(node: Node) -> None:
             with node.connect() as conn:
