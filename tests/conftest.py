@@ -144,11 +144,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``--default-elsewhere TIER``, deselect the tests of TIER the README's command runs."""
     elsewhere = set(config.getoption(DEFAULT_ELSEWHERE))
     if elsewhere:
-        ran = [i for i in items if _tier(i) in elsewhere and _run_by_the_readme_command(i)]
+        kept: list[pytest.Item] = []
+        ran: list[pytest.Item] = []
+        for item in items:
+            ran_there = _tier(item) in elsewhere and _run_by_the_readme_command(item)
+            (ran if ran_there else kept).append(item)
         config.hook.pytest_deselected(items=ran)
-        items[:] = [
-            i for i in items if not (_tier(i) in elsewhere and _run_by_the_readme_command(i))
-        ]
+        items[:] = kept
     if _slow_included(config):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]

@@ -633,7 +633,7 @@ def test_upgrades_on_two_threads_of_one_process_each_migrate_their_own_database(
     empty_database_url: str, sync_engine: Engine, another_engine: Engine
 ) -> None:
     """Alembic's ``context`` is a module attribute that each run installs: two runs at once
-    in one process (a test's database made ahead on a thread) must not swap theirs."""
+    in one process (a migration on a thread beside another) must not swap theirs."""
     other_url = another_engine.url.render_as_string(hide_password=False)
     urls = [empty_database_url, other_url] * 2  # each database twice: the second a no-op
     start = threading.Barrier(len(urls))
