@@ -10,7 +10,8 @@ these fixtures, so no database starts for them.
 Tests marked ``slow`` (the long runs: fuzzing, the API suite through
 PgBouncer, chaos, the state machine) are left out unless ``--run-slow`` is
 given; CI gives it. A run given no paths (``python -m pytest``, the README's
-command) takes the tiers of ``DEFAULT_TIERS`` alone, what a change most often
+command) takes the tiers of ``DEFAULT_TIERS`` alone, less the tests that start processes
+(marked ``service``: ``tests.support.processes``), what a change most often
 breaks, in minutes (docs/testing.md); a tier named on the command line
 (``python -m pytest tests/deploy``) runs, and ``--run-slow`` runs every tier.
 
@@ -41,8 +42,8 @@ from app.store import migrate
 from app.store.pool import Database, libpq_url
 from tests.citus.cluster import CITUS_MISSING, Cluster, citus_installed
 from tests.support import browser as browsers
-from tests.support import system
-from tests.support.databases import drop_database
+from tests.support import processes, system
+from tests.support.databases import copy_database, drop_database
 from tests.support.serving import Service, Services
 from tests.support.worker_support import fresh_database
 
@@ -110,20 +111,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     if _default_tiers_only(config):
         lines.append(
-            f"tiers: {', '.join(DEFAULT_TIERS)}, less the tests of tools "
+            f"tiers: {', '.join(DEFAULT_TIERS)}, less the tests of tools and of processes "
             f"(name a path, or add {RUN_SLOW} for every test)"
         )
     return lines
 
 
 def _outside_the_default(item: pytest.Item) -> str | None:
-    """Why a run given no paths leaves the test out: its tier, or "tools"; None: it runs."""
+    """Why a run given no paths leaves the test out: its tier, "tools" or "processes"; None:
+    it runs."""
     tier = _tier(item)
     if tier not in DEFAULT_TIERS:
         return tier
     uses = getattr(item, "fixturenames", ())
     if item.get_closest_marker("tools") is not None or BROWSER_FIXTURES & set(uses):
         return "tools"
+    if item.get_closest_marker(processes.MARK) is not None:
+        return "processes"
     return None
 
 
@@ -142,6 +146,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Without --run-slow, deselect the tests marked slow, and in a run given no paths those
     outside ``DEFAULT_TIERS`` or driving other programs (the summary counts both). With
     ``--default-elsewhere TIER``, deselect the tests of TIER the README's command runs."""
+    for item in items:
+        if "services" in getattr(item, "fixturenames", ()):  # it starts `leaseq serve`
+            item.add_marker(processes.MARK)
     elsewhere = set(config.getoption(DEFAULT_ELSEWHERE))
     if elsewhere:
         kept: list[pytest.Item] = []
@@ -199,9 +206,28 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if tiers:
         counted = ", ".join(f"{tier} {n}" for tier, n in sorted(tiers.items()))
         terminalreporter.write_line(
-            f"{sum(tiers.values())} tests of other tiers or tools left out (deselected: "
+            f"{sum(tiers.values())} tests of other tiers, tools or processes left out (deselected: "
             f"{counted}): python -m pytest {RUN_SLOW} runs them all, a path named runs its own"
         )
+
+
+@pytest.fixture(autouse=True)
+def _marked_for_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tell the helpers that start processes which test runs (``tests.support.processes``):
+    only the default tiers' tests need the mark, the README's command runs no other tier."""
+    processes.running(request.node if _tier(request.node) in DEFAULT_TIERS else None)
+    yield
+    processes.running(None)
+
+
+def _throwaway(url: str) -> None:
+    """The tests' own embedded server keeps nothing past the run: it never waits for the disk
+    (``fsync``, full page images). A process that crashes, the server's included, still
+    loses nothing it committed: that needs only the operating system to stay up."""
+    with _admin(url) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("ALTER SYSTEM SET full_page_writes = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def _admin(url: str) -> psycopg.Connection[tuple[object, ...]]:
@@ -232,7 +258,9 @@ def server_url() -> Iterator[str]:
         # we are root) then can no longer read.
         data_dir = Path(tempfile.mkdtemp(prefix="leaseq-test-pg-"))
         try:
-            yield embedded.start(data_dir)
+            url = embedded.start(data_dir)
+            _throwaway(url)
+            yield url
         finally:
             embedded.stop(data_dir)
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -276,7 +304,7 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     template_db: str = request.getfixturevalue("template_db")
     name = f"leaseq_t_{uuid.uuid4().hex[:12]}"
     with _admin(server_url) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        copy_database(conn, name, template_db)
     yield with_database(server_url, name)
     with _admin(server_url) as conn:
         drop_database(conn, name)

@@ -62,7 +62,7 @@ from leaseq._wire import IDEMPOTENCY_HEADER
 from leaseq.limits import IDEMPOTENCY_KEY_PATTERN, SESSION_PATTERN, TOKEN_NAME_PATTERN
 from tests.conftest import _admin, with_database
 from tests.integration.test_settings_ranges import RAW
-from tests.support.databases import drop_database
+from tests.support.databases import copy_database, drop_database
 from tests.support.serving import Service, Services
 
 pytestmark = [pytest.mark.service, pytest.mark.slow]
@@ -90,7 +90,7 @@ def fuzz_database(server_url: str, template_db: str) -> Iterator[str]:
     """The URL of a migrated database of this module's own."""
     name = f"leaseq_fuzz_{uuid.uuid4().hex[:12]}"
     with _admin(server_url) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        copy_database(conn, name, template_db)
     try:
         yield with_database(server_url, name)
     finally:

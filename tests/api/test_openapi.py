@@ -86,6 +86,17 @@ def operations() -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
+def test_the_document_is_the_same_whatever_the_settings() -> None:
+    """What lets the suite check every answer against one document built once."""
+    for settings in (
+        {"api_tokens": "ops:s3cret"},
+        {"allowed_hosts": "leaseq.test", "ledger": False, "pool_size": 3},
+        {"max_body_bytes": 4096, "statement_timeout_ms": 30_000},
+    ):
+        other = create_app(Settings(database_url="postgresql://unused", **settings)).openapi()
+        assert other == DOCUMENT, settings
+
+
 def test_operation_ids_read_as_verbs_and_stay_as_clients_know_them() -> None:
     found = {(method, path): op["operationId"] for method, path, op in operations()}
     assert found == OPERATION_IDS

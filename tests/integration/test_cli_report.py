@@ -22,6 +22,8 @@ from leaseq.model import NewLead
 from tests.support import T0, at, leasing_of
 from tests.support.serving import Services, leaseq, postgres_running, stop_postgres
 
+pytestmark = pytest.mark.service
+
 
 async def _clean_run(queue: Queue) -> list[int]:
     ids = (await queue.push("s", [NewLead({"i": i}) for i in range(3)], now=T0)).ids
@@ -168,7 +170,6 @@ def test_db_upgrade_creates_the_embedded_database_and_report_finds_it(data_dir: 
     assert not postgres_running(data_dir)
 
 
-@pytest.mark.service
 async def test_a_workers_machine_asks_the_service(services: Services, database_url: str) -> None:
     """With only ``LEASEQ_URL`` (or ``--url``), the report is the service's
     ``GET /sessions/{s}/report``: the same exit statuses as the database path, and the

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from app.store import statements
 from app.store.pool import Database
 from app.store.statements import Statement
 from leaseq.model import STATUSES
 from tests.integration.test_sql_plan import _fill
+
+# Each fills a table with thousands of leads to read a plan: CI runs them, and the README's
+# command leaves them out (docs/testing.md).
+pytestmark = pytest.mark.slow
 
 NO_FILTER: dict[str, Any] = {
     "key_prefix": None,

@@ -34,6 +34,7 @@ from app.store.schema import (
     session_settings,
     sqlalchemy_url,
 )
+from tests.support import processes
 from tests.support.databases import drop_database
 from tests.support.schema_catalog import fingerprint
 
@@ -579,11 +580,13 @@ def _env(url: str) -> dict[str, str]:
 
 
 def _run(args: list[str], url: str) -> subprocess.CompletedProcess[str]:
+    processes.starting(Path(args[0]).name)
     return subprocess.run(
         args, cwd=ROOT, env=_env(url), capture_output=True, text=True, timeout=120, check=False
     )
 
 
+@pytest.mark.service
 def test_leaseq_db_upgrade_takes_an_empty_database_to_head(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
@@ -597,6 +600,7 @@ def test_leaseq_db_upgrade_takes_an_empty_database_to_head(
     assert again.returncode == 0, again.stderr
 
 
+@pytest.mark.service
 def test_alembic_upgrade_head_from_the_repo_root(
     empty_database_url: str, sync_engine: Engine
 ) -> None:
@@ -609,6 +613,7 @@ def test_alembic_upgrade_head_from_the_repo_root(
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+@pytest.mark.service
 def test_concurrent_upgrades_take_turns(empty_database_url: str, sync_engine: Engine) -> None:
     """Several processes starting at once (several API nodes) all succeed; one migrates."""
     procs = [
@@ -656,6 +661,7 @@ def test_upgrades_on_two_threads_of_one_process_each_migrate_their_own_database(
         assert _diff(engine) == []
 
 
+@pytest.mark.service
 def test_a_failed_upgrade_is_reported() -> None:
     """`leaseq db upgrade` against nothing fails with a one-line error, not a traceback."""
     url = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"

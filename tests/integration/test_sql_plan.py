@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from app.domain import overview
 from app.domain.lease_tokens import mint
 from app.domain.queue import Queue
@@ -17,6 +19,10 @@ from app.store.pool import Database
 from app.store.statements import Statement
 from leaseq.model import SessionSettings
 from tests.support import T0, at, leasing_of
+
+# Each fills a table with thousands of leads to read a plan: CI runs them, and the README's
+# command leaves them out (docs/testing.md).
+pytestmark = pytest.mark.slow
 
 SESSIONS = 20
 PER_SESSION = 5000

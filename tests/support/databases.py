@@ -1,4 +1,9 @@
-"""Dropping a test's database, however busy it still is.
+"""Copying a test's database from its template, and dropping it however busy it still is.
+
+A copy is made with ``STRATEGY FILE_COPY`` on PostgreSQL 15 and newer: their default
+(``WAL_LOG``) writes every page of the template through the WAL and the shared buffers,
+which then cost the drop its time too (docs/testing.md: about 0.25 s of a server's CPU a
+test on the embedded PostgreSQL, where a copy of the files and its drop take a tenth).
 
 ``DROP DATABASE … WITH (FORCE)`` ends the sessions it finds and then fails if one is
 still there: a session that connected in between (a service's pool or listener that
@@ -17,6 +22,13 @@ from psycopg import errors
 
 DROP_DEADLINE_S = 60.0
 DROP_INTERVAL_S = 0.2
+
+
+def copy_database(conn: psycopg.Connection, name: str, template: str) -> None:
+    """``name``, a copy of ``template``, through ``conn``: an autocommit connection to another
+    database of the same server."""
+    strategy = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+    conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"{strategy}')
 
 
 def drop_database(conn: psycopg.Connection, name: str) -> None:

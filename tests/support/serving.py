@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from tests.support import scrapes
+from tests.support import processes, scrapes
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 60.0  # the embedded PostgreSQL's first start runs initdb
@@ -63,6 +63,7 @@ def leaseq(
     timeout_s: float = CLI_TIMEOUT_S,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``leaseq ARGS`` to completion; its output captured as text."""
+    processes.starting("a leaseq process")
     return subprocess.run(
         [sys.executable, "-m", "leaseq.cli", *args],
         input=input,
@@ -255,6 +256,7 @@ class Services:
         ready: bool = True,
     ) -> Service:
         """``leaseq serve ARGS`` on 127.0.0.1 (embedded PostgreSQL when no URL), ready to serve."""
+        processes.starting("leaseq serve")
         port = port or free_port()
         argv = [
             sys.executable,

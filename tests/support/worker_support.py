@@ -25,7 +25,8 @@ from sqlalchemy.engine import make_url
 
 from app.store.pool import libpq_url
 from leaseq._transport import AioHttpTransport
-from tests.support.databases import drop_database
+from tests.support import processes
+from tests.support.databases import copy_database, drop_database
 from tests.support.serving import ROOT, child_env
 
 HANDLER = [sys.executable, "tests/support/handle_lead.py"]
@@ -68,7 +69,7 @@ def fresh_database(server_url: str, template: str) -> Iterator[str]:
     name = f"leaseq_w_{uuid.uuid4().hex[:12]}"
     admin_url = libpq_url(server_url)
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        copy_database(admin, name, template)
     try:
         yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
     finally:
@@ -133,6 +134,7 @@ def start_worker(
     url: str, session: str, args: list[str], log: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     """``leaseq worker`` as a subprocess (run from the repo root, logs to ``log``)."""
+    processes.starting("leaseq worker")
     argv = [sys.executable, "-m", "leaseq.cli", "worker", "--url", url, "-s", session, *args]
     with log.open("ab") as out:
         return subprocess.Popen(

@@ -50,6 +50,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.service  # builds the site with mkdocs, a process of its own
 def test_the_site_has_its_four_parts_and_the_readme_as_its_home(site: Path) -> None:
     home = (site / "index.html").read_text()
     assert "One lead" in home and "How a lead moves" in home
@@ -59,12 +60,14 @@ def test_the_site_has_its_four_parts_and_the_readme_as_its_home(site: Path) -> N
         assert (site / "tutorials" / f"{language}.html").is_file()
 
 
+@pytest.mark.service  # builds the site with mkdocs, a process of its own
 def test_every_setting_is_in_the_configuration_reference(site: Path) -> None:
     page = (site / "reference" / "configuration.html").read_text()
     missing = [name for name in Settings.model_fields if f"LEASEQ_{name.upper()}" not in page]
     assert missing == []
 
 
+@pytest.mark.service  # builds the site with mkdocs, a process of its own
 def test_every_route_is_in_the_api_reference(site: Path) -> None:
     page = (site / "reference" / "api.html").read_text()
     document = create_app(Settings(database_url="postgresql://unused")).openapi()
@@ -78,6 +81,7 @@ def test_every_route_is_in_the_api_reference(site: Path) -> None:
     assert [found for found in ids if found not in page] == []
 
 
+@pytest.mark.service  # builds the site with mkdocs, a process of its own
 def test_every_command_is_in_the_cli_reference(site: Path) -> None:
     page = (site / "reference" / "cli.html").read_text()
     group = root.command_tree()
@@ -86,6 +90,7 @@ def test_every_command_is_in_the_cli_reference(site: Path) -> None:
     assert [path for path in paths if f">{path}<" not in page] == []
 
 
+@pytest.mark.service  # builds the site with mkdocs, a process of its own
 def test_the_sql_function_and_the_metrics_are_read_from_the_code(site: Path) -> None:
     sql = re.sub(r"<[^>]+>", "", (site / "reference" / "sql.html").read_text())  # its text
     assert "leaseq_push(" in sql and ") RETURNS bigint" in sql

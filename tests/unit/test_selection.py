@@ -6,13 +6,19 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from tests.support import processes
 from tests.support.serving import ROOT, child_env
+
+pytestmark = pytest.mark.service
 
 SLOW_TEST = "tests/integration/test_state_machine.py::test_lease_state_machine"
 
 
 def collect(*args: str) -> list[str]:
     """The output lines of pytest collecting ``SLOW_TEST`` (nothing runs)."""
+    processes.starting("pytest")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider", *args],
         cwd=ROOT,
@@ -49,10 +55,11 @@ TWO_TIERS = [
 
 
 def test_a_run_given_no_paths_takes_the_default_tiers_and_counts_the_others() -> None:
-    header = "tiers: unit, integration, api, less the tests of tools"
+    header = "tiers: unit, integration, api, less the tests of tools and of processes"
     assert f"{header} (name a path, or add --run-slow for every test)" in collect(*TWO_TIERS)
     lines = collect("-q", *TWO_TIERS)
-    [left_out] = [line for line in lines if "tests of other tiers or tools left out" in line]
+    counted = "tests of other tiers, tools or processes left out"
+    [left_out] = [line for line in lines if counted in line]
     assert "(deselected: deploy " in left_out and ", tools 2)" in left_out, left_out
     taken = {line.split("::")[0] for line in lines if line.startswith("tests/")}
     assert taken == {"tests/unit/test_tiers.py", "tests/api/test_openapi.py"}
