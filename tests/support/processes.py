@@ -1,11 +1,11 @@
 """Which tests start processes: the README's command leaves them out (docs/testing.md).
 
-A test that starts a ``leaseq`` process (the CLI, ``leaseq serve``, ``leaseq worker``) or
-another pytest is marked ``service``: each such process costs about a second of a CPU
-before it does anything, and those tests were half the README's command. CI and
-``--run-slow`` run them, as does a run naming their paths. The helpers that start such a
-process call ``starting``, which fails a test without the mark, so none slips back into the
-README's command unmarked; ``tests/conftest.py`` says which test is running.
+A test that starts a ``leaseq`` process (the CLI, ``leaseq serve``, ``leaseq worker``),
+another pytest or mkdocs is marked ``service``: each such process costs about a second of a
+CPU before it does anything, and those tests took 40% of the README's command (621 s to
+374 s). CI and ``--run-slow`` run them, as does a run naming their paths. The helpers that
+start such a process call ``starting``, which fails a test without the mark, so none slips
+back into the README's command unmarked; ``tests/conftest.py`` says which test is running.
 """
 
 from __future__ import annotations
