@@ -82,9 +82,29 @@ def _timed(call: Callable[[], httpx.Response]) -> float:
     return took
 
 
+def _fan_out(http: httpx.Client, session: str, n: int, **parent: Any) -> int:
+    """A parent (its fields ``parent``) with ``n`` dependents: the parent's id."""
+    [parent_id] = _push(http, session, [{"payload": {}, **parent}])
+    _push(http, session, [{"payload": {"i": i}, "after": [parent_id]} for i in range(n)])
+    return parent_id
+
+
+def _chain(http: httpx.Client, session: str, n: int) -> list[int]:
+    """``n`` leads, each after the one before (by key within a push, by id across): their ids."""
+    ids: list[int] = []
+    for start in range(0, n, PUSH_BATCH):
+        leads = []
+        for i in range(start, min(n, start + PUSH_BATCH)):
+            lead: dict[str, Any] = {"payload": {}, "key": f"c{i}"}
+            if i:
+                lead["after"] = [{"key": f"c{i - 1}"}] if i > start else [ids[-1]]
+            leads.append(lead)
+        ids += _push(http, session, leads)
+    return ids
+
+
 def fan_out(http: httpx.Client, session: str, n: int, *, complete: bool) -> float:
-    [parent] = _push(http, session, [{"payload": {}}])
-    _push(http, session, [{"payload": {"i": i}, "after": [parent]} for i in range(n)])
+    parent = _fan_out(http, session, n)
     assert _stats(http, session)["blocked"] == n
     if complete:
         [lease] = http.post("/lease", json={"session": session, "owner": "b"}).json()["leases"]
@@ -101,15 +121,7 @@ def fan_out(http: httpx.Client, session: str, n: int, *, complete: bool) -> floa
 
 
 def chain(http: httpx.Client, session: str, n: int) -> float:
-    ids: list[int] = []
-    for start in range(0, n, PUSH_BATCH):
-        leads = []
-        for i in range(start, min(n, start + PUSH_BATCH)):
-            lead: dict[str, Any] = {"payload": {}, "key": f"c{i}"}
-            if i:
-                lead["after"] = [{"key": f"c{i - 1}"}] if i > start else [ids[-1]]
-            leads.append(lead)
-        ids += _push(http, session, leads)
+    ids = _chain(http, session, n)
     assert _stats(http, session)["blocked"] == n - 1
     took = _timed(lambda: http.post(f"/leads/{ids[0]}/cancel"))
     stats = _stats(http, session)
@@ -132,8 +144,7 @@ def fan_in(http: httpx.Client, session: str, n: int) -> float:
 
 
 def fan_out_fail(http: httpx.Client, session: str, n: int) -> float:
-    [parent] = _push(http, session, [{"payload": {}, "max_attempts": 1}])
-    _push(http, session, [{"payload": {"i": i}, "after": [parent]} for i in range(n)])
+    parent = _fan_out(http, session, n, max_attempts=1)
     [lease] = http.post("/lease", json={"session": session, "owner": "b"}).json()["leases"]
     done = {"lead_id": parent, "token": lease["token"], "status": "failed", "error": "bench"}
     took = _timed(lambda: http.post("/complete", json=done))
@@ -179,8 +190,7 @@ def fan_out_prune(http: httpx.Client, session: str, n: int, database_url: str) -
 
 def _cancelled_fan_out(http: httpx.Client, session: str, n: int) -> int:
     """A parent with ``n`` dependents, cancelled: ``n + 1`` failed leads."""
-    [parent] = _push(http, session, [{"payload": {}}])
-    _push(http, session, [{"payload": {"i": i}, "after": [parent]} for i in range(n)])
+    parent = _fan_out(http, session, n)
     answer = http.post(f"/leads/{parent}/cancel")
     assert answer.status_code == 200, answer.text
     return parent
@@ -246,15 +256,8 @@ def explain(server_url: str, n: int) -> str:
     a chain ``n`` deep fail, as ``EXPLAIN ANALYZE`` of the nested statement (``auto_explain``
     sent to this connection: ``client_min_messages = log``)."""
     with _served(server_url) as (url, http):
-        [parent] = _push(http, "fan-out", [{"payload": {}}])
-        _push(http, "fan-out", [{"payload": {}, "after": [parent]} for _ in range(n)])
-        roots = _push(http, "chain", [{"payload": {}, "key": "c0"}])
-        for start in range(1, n + 1, PUSH_BATCH):
-            links = [
-                {"payload": {}, "key": f"c{i}", "after": [{"key": f"c{i - 1}"}]}
-                for i in range(start, min(n + 1, start + PUSH_BATCH))
-            ]
-            _push(http, "chain", links)
+        parent = _fan_out(http, "fan-out", n)
+        [root, *_] = _chain(http, "chain", n + 1)
         plans: list[str] = []
         with psycopg.connect(url, autocommit=True) as connection:
             connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
@@ -269,11 +272,11 @@ def explain(server_url: str, n: int) -> str:
             ):
                 connection.execute(f"SET {setting}")
             shown = []
-            for title, root in (("fan-out", parent), ("chain", roots[0])):
+            for title, lead in (("fan-out", parent), ("chain", root)):
                 plans.clear()
                 connection.execute(
                     "UPDATE leads SET status = 'failed', error = 'cancelled' WHERE id = %s",
-                    [root],
+                    [lead],
                 )
                 shown.append(f"## {title}: N = {n:,}, its root failed\n\n" + "\n\n".join(plans))
     return "\n\n".join(shown) + "\n"
